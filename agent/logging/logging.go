@@ -1,0 +1,138 @@
+// Package logging sets up the agent's slog logger: structured journal
+// entries when stderr is connected to the journal (JOURNAL_STREAM matches),
+// plain text otherwise.
+package logging
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/coreos/go-systemd/v22/journal"
+)
+
+// New returns the logger for the process: journal-native when stderr is the
+// journal, text on w otherwise.
+func New(w io.Writer, level slog.Level) *slog.Logger {
+	if StderrIsJournal() && journal.Enabled() {
+		return slog.New(NewJournalHandler(level))
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// StderrIsJournal reports whether stderr is the stream systemd connected to
+// the journal (see systemd.exec(5), $JOURNAL_STREAM).
+func StderrIsJournal() bool {
+	v := os.Getenv("JOURNAL_STREAM")
+	if v == "" {
+		return false
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(2, &st); err != nil {
+		return false
+	}
+	return v == fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+}
+
+// JournalHandler sends each record as one journal entry; attributes become
+// upper-case fields (state -> STATE, target_checksum -> TARGET_CHECKSUM).
+type JournalHandler struct {
+	level  slog.Level
+	attrs  []slog.Attr
+	groups []string
+	send   func(msg string, p journal.Priority, vars map[string]string) error
+	mu     *sync.Mutex
+}
+
+// NewJournalHandler returns a handler writing to the local journal.
+func NewJournalHandler(level slog.Level) *JournalHandler {
+	return &JournalHandler{level: level, send: journal.Send, mu: &sync.Mutex{}}
+}
+
+func (h *JournalHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+
+func (h *JournalHandler) Handle(_ context.Context, r slog.Record) error {
+	vars := map[string]string{"SYSLOG_IDENTIFIER": "update-agent"}
+	for _, a := range h.attrs {
+		addField(vars, "", a)
+	}
+	prefix := strings.Join(h.groups, "_")
+	r.Attrs(func(a slog.Attr) bool { addField(vars, prefix, a); return true })
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.send(r.Message, priority(r.Level), vars)
+}
+
+func (h *JournalHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	c := *h
+	prefix := strings.Join(h.groups, "_")
+	c.attrs = append([]slog.Attr{}, h.attrs...)
+	for _, a := range attrs {
+		if prefix != "" {
+			a.Key = prefix + "_" + a.Key
+		}
+		c.attrs = append(c.attrs, a)
+	}
+	return &c
+}
+
+func (h *JournalHandler) WithGroup(name string) slog.Handler {
+	c := *h
+	c.groups = append(append([]string{}, h.groups...), name)
+	return &c
+}
+
+func addField(vars map[string]string, prefix string, a slog.Attr) {
+	a.Value = a.Value.Resolve()
+	key := a.Key
+	if prefix != "" {
+		key = prefix + "_" + key
+	}
+	if a.Value.Kind() == slog.KindGroup {
+		for _, g := range a.Value.Group() {
+			addField(vars, key, g)
+		}
+		return
+	}
+	if key == "" {
+		return
+	}
+	vars[fieldName(key)] = a.Value.String()
+}
+
+// fieldName maps an attribute key to a valid journal field name: upper case
+// letters, digits and underscores, not starting with an underscore.
+func fieldName(k string) string {
+	var b strings.Builder
+	for _, r := range strings.ToUpper(k) {
+		switch {
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	s := strings.TrimLeft(b.String(), "_0123456789")
+	if s == "" {
+		return "FIELD"
+	}
+	return s
+}
+
+func priority(l slog.Level) journal.Priority {
+	switch {
+	case l >= slog.LevelError:
+		return journal.PriErr
+	case l >= slog.LevelWarn:
+		return journal.PriWarning
+	case l >= slog.LevelInfo:
+		return journal.PriInfo
+	default:
+		return journal.PriDebug
+	}
+}

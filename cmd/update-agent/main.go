@@ -1,0 +1,135 @@
+// Command update-agent updates an rpm-ostree host without disturbing the etcd
+// member on it, and reboots the cluster one safe node at a time.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Exit codes: distinct so that systemd and scripts can tell them apart.
+const (
+	exitOK        = 0
+	exitFailure   = 1
+	exitUsage     = 2
+	exitBadConfig = 78 // EX_CONFIG from sysexits.h; RestartPreventExitStatus in the unit
+)
+
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "0.0.0-dev"
+
+// usageError is returned for bad command lines; it maps to exitUsage.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// configError is returned when the configuration cannot be loaded; it maps
+// to exitBadConfig.
+type configError struct{ err error }
+
+func (e configError) Error() string { return e.err.Error() }
+func (e configError) Unwrap() error { return e.err }
+
+// command is one subcommand. run gets the arguments after the subcommand name.
+type command struct {
+	name    string
+	summary string
+	run     func(env *cmdEnv, args []string) error
+}
+
+// cmdEnv is what every subcommand gets from main: output streams, so tests
+// can run subcommands in-process.
+type cmdEnv struct {
+	stdout, stderr io.Writer
+}
+
+func commands() []command {
+	return []command{
+		{"daemon", "run the agent (what update-agent.service runs)", runDaemon},
+		{"version", "print the version", runVersion},
+	}
+}
+
+func main() {
+	os.Exit(exitCode(run(&cmdEnv{stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:]), os.Stderr))
+}
+
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "update-agent: %v\n", err)
+	var ue usageError
+	var ce configError
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &ce):
+		return exitBadConfig
+	default:
+		return exitFailure
+	}
+}
+
+func run(env *cmdEnv, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		printUsage(env.stdout)
+		if len(args) == 0 {
+			return usageError{"no subcommand given"}
+		}
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(env, args[1:])
+		}
+	}
+	return usageError{fmt.Sprintf("unknown subcommand %q (see update-agent --help)", args[0])}
+}
+
+func printUsage(w io.Writer) {
+	cs := commands()
+	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	var b strings.Builder
+	b.WriteString("Usage: update-agent <subcommand> [options]\n\nSubcommands:\n")
+	for _, c := range cs {
+		fmt.Fprintf(&b, "  %-14s %s\n", c.name, c.summary)
+	}
+	b.WriteString("\nRun 'update-agent <subcommand> -h' for its options.\n")
+	io.WriteString(w, b.String())
+}
+
+// newFlags returns a FlagSet whose errors become usage errors.
+func newFlags(env *cmdEnv, name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("update-agent "+name, flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	return fs
+}
+
+// parseFlags parses args and maps flag errors to usageError.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("%s: unexpected arguments %q", fs.Name(), fs.Args())}
+	}
+	return nil
+}
+
+func runVersion(env *cmdEnv, args []string) error {
+	fs := newFlags(env, "version")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stdout, "update-agent %s\n", version)
+	return nil
+}
