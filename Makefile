@@ -5,11 +5,12 @@ LDFLAGS  := -X main.version=$(VERSION)
 BIN      := bin/update-agent
 PKGS     := ./...
 
-.PHONY: help build test lint e2e bench demo rpm dist clean
+.PHONY: help build test lint check e2e bench demo rpm dist clean
 
 help:
 	@echo "build  - build $(BIN)"
 	@echo "test   - unit and contract tests (real etcd, real ostree)"
+	@echo "check  - lint + test + e2e: what CI runs"
 	@echo "lint   - gofmt and go vet"
 	@echo "e2e    - end-to-end tests in a qemu systemd guest"
 	@echo "bench  - staging vs etcd latency, rollouts, lock at scale"
@@ -21,6 +22,9 @@ build:
 
 test:
 	$(GO) test -count=1 $(PKGS)
+
+# check is the README's test command and what .ci/run runs.
+check: lint test
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
