@@ -1,0 +1,188 @@
+package systemd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+)
+
+// Conn is a connection to the system manager. Methods are thin: they send
+// what the pure builders made and wrap errors with the unit name.
+type Conn struct {
+	c *sd.Conn
+	// Poll is how often Wait reads a unit's state.
+	Poll time.Duration
+}
+
+// Dial connects to systemd on the system bus.
+func Dial(ctx context.Context) (*Conn, error) {
+	c, err := sd.NewSystemConnectionContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to systemd: %w", err)
+	}
+	return &Conn{c: c, Poll: 500 * time.Millisecond}, nil
+}
+
+// Close closes the bus connection.
+func (c *Conn) Close() { c.c.Close() }
+
+// jobDone waits for a job result sent by go-systemd.
+func jobDone(ctx context.Context, what string, ch <-chan string) error {
+	select {
+	case r := <-ch:
+		if r != "done" {
+			return fmt.Errorf("%s: job %s", what, r)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", what, context.Cause(ctx))
+	}
+}
+
+// StartTransient creates and starts the transient service t and returns once
+// its start job is done (Type=exec: the command has been executed).
+func (c *Conn) StartTransient(ctx context.Context, t TransientService) error {
+	props, err := t.Properties()
+	if err != nil {
+		return err
+	}
+	// A failed unit of the same name from an earlier run would block the
+	// name; resetting it is harmless when there is none.
+	_ = c.c.ResetFailedUnitContext(ctx, t.Name)
+	ch := make(chan string, 1)
+	if _, err := c.c.StartTransientUnitContext(ctx, t.Name, "fail", props, ch); err != nil {
+		return fmt.Errorf("starting transient unit %s: %w", t.Name, err)
+	}
+	return jobDone(ctx, "starting transient unit "+t.Name, ch)
+}
+
+// Stop stops unit and waits for the stop job.
+func (c *Conn) Stop(ctx context.Context, unit string) error {
+	ch := make(chan string, 1)
+	if _, err := c.c.StopUnitContext(ctx, unit, "replace", ch); err != nil {
+		return fmt.Errorf("stopping %s: %w", unit, err)
+	}
+	return jobDone(ctx, "stopping "+unit, ch)
+}
+
+// Restart restarts unit and waits for the job.
+func (c *Conn) Restart(ctx context.Context, unit string) error {
+	ch := make(chan string, 1)
+	if _, err := c.c.RestartUnitContext(ctx, unit, "replace", ch); err != nil {
+		return fmt.Errorf("restarting %s: %w", unit, err)
+	}
+	return jobDone(ctx, "restarting "+unit, ch)
+}
+
+// ResetFailed clears a failed unit so it is garbage-collected.
+func (c *Conn) ResetFailed(ctx context.Context, unit string) error {
+	if err := c.c.ResetFailedUnitContext(ctx, unit); err != nil {
+		return fmt.Errorf("resetting failed state of %s: %w", unit, err)
+	}
+	return nil
+}
+
+// Freeze freezes unit's cgroup (cgroup v2 cgroup.freeze).
+func (c *Conn) Freeze(ctx context.Context, unit string) error {
+	if err := c.c.FreezeUnit(ctx, unit); err != nil {
+		return fmt.Errorf("freezing %s: %w", unit, err)
+	}
+	return nil
+}
+
+// Thaw thaws unit's cgroup.
+func (c *Conn) Thaw(ctx context.Context, unit string) error {
+	if err := c.c.ThawUnit(ctx, unit); err != nil {
+		return fmt.Errorf("thawing %s: %w", unit, err)
+	}
+	return nil
+}
+
+// Reload is systemctl daemon-reload.
+func (c *Conn) Reload(ctx context.Context) error {
+	if err := c.c.ReloadContext(ctx); err != nil {
+		return fmt.Errorf("reloading systemd: %w", err)
+	}
+	return nil
+}
+
+// SetRuntime sets properties on a unit until the next reboot (systemd
+// writes them to /run/systemd/system.control/<unit>.d/50-<name>.conf).
+func (c *Conn) SetRuntime(ctx context.Context, unit string, props ...sd.Property) error {
+	if err := c.c.SetUnitPropertiesContext(ctx, unit, true, props...); err != nil {
+		return fmt.Errorf("setting %s on %s: %w", propNames(props), unit, err)
+	}
+	return nil
+}
+
+// Properties reads the current values of the named properties of a service
+// unit, as the Variants systemd sent (so they can be set back unchanged).
+func (c *Conn) Properties(ctx context.Context, unit string, names ...string) ([]sd.Property, error) {
+	m, err := c.c.GetUnitTypePropertiesContext(ctx, unit, "Service")
+	if err != nil {
+		return nil, fmt.Errorf("reading properties of %s: %w", unit, err)
+	}
+	var out []sd.Property
+	for _, n := range names {
+		v, ok := m[n]
+		if !ok {
+			return nil, fmt.Errorf("reading properties of %s: no property %s", unit, n)
+		}
+		out = append(out, sd.Property{Name: n, Value: dbus.MakeVariant(v)})
+	}
+	return out, nil
+}
+
+// Status reads unit's state.
+func (c *Conn) Status(ctx context.Context, unit string) (UnitStatus, error) {
+	u, err := c.c.GetUnitPropertiesContext(ctx, unit)
+	if err != nil {
+		return UnitStatus{}, fmt.Errorf("reading state of %s: %w", unit, err)
+	}
+	var s map[string]any
+	if len(unit) > 8 && unit[len(unit)-8:] == ".service" {
+		if s, err = c.c.GetUnitTypePropertiesContext(ctx, unit, "Service"); err != nil {
+			return UnitStatus{}, fmt.Errorf("reading service state of %s: %w", unit, err)
+		}
+	}
+	return statusFromProps(unit, u, s), nil
+}
+
+// ControlGroup returns unit's cgroup path relative to the cgroup2 root
+// ("/system.slice/x.service"), "" when it has none (not running).
+func (c *Conn) ControlGroup(ctx context.Context, unit string) (string, error) {
+	st, err := c.Status(ctx, unit)
+	return st.ControlGroup, err
+}
+
+// Wait polls unit until it has finished (exited with RemainAfterExit,
+// failed, or gone) and returns how it ended.
+func (c *Conn) Wait(ctx context.Context, unit string) (UnitStatus, error) {
+	poll := c.Poll
+	if poll <= 0 {
+		poll = 500 * time.Millisecond
+	}
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		st, err := c.Status(ctx, unit)
+		if err != nil {
+			return st, err
+		}
+		if st.Finished() {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			return st, fmt.Errorf("waiting for %s: %w", unit, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// ErrNoUnit is wrapped when a unit is not loaded.
+var ErrNoUnit = errors.New("unit not loaded")
