@@ -1,0 +1,253 @@
+package rpmostree
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/update-agent/update-agent/agent/oplog"
+)
+
+// ExitUnchanged is rpm-ostree's exit code for "nothing changed"
+// (upgrade --check, --unchanged-exit-77).
+const ExitUnchanged = 77
+
+// ClientID is sent as RPMOSTREE_CLIENT_ID so rpm-ostree's journal names us.
+const ClientID = "update-agent"
+
+// Client runs the rpm-ostree CLI.
+type Client struct {
+	// Path is the rpm-ostree binary; "rpm-ostree" (from PATH) when empty.
+	Path string
+	// Runner runs every command. Its Interrupt defaults to SIGINT: on
+	// cancellation the CLI must be interrupted, never killed, so that the
+	// daemon cancels the transaction (which would otherwise outlive us).
+	Runner oplog.Runner
+	// BypassDriver adds --bypass-driver to checks and staging: needed when
+	// another driver is registered, or when staging runs in a transient unit
+	// other than the one registered as driver.
+	BypassDriver bool
+}
+
+func (c *Client) path() string {
+	if c.Path == "" {
+		return "rpm-ostree"
+	}
+	return c.Path
+}
+
+func (c *Client) runner() oplog.Runner {
+	r := c.Runner
+	r.Env = append(slices.Clone(r.Env), "RPMOSTREE_CLIENT_ID="+ClientID)
+	if r.Interrupt == nil {
+		r.Interrupt = syscall.SIGINT
+	}
+	return r
+}
+
+func (c *Client) run(ctx context.Context, desc string, args ...string) (oplog.Result, error) {
+	res, err := c.runner().Run(ctx, desc, append([]string{c.path()}, args...)...)
+	return res, classify(err)
+}
+
+// Status runs `rpm-ostree status --json`.
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	res, err := c.run(ctx, "reading rpm-ostree status", "status", "--json")
+	if err != nil {
+		return nil, fmt.Errorf("reading rpm-ostree status: %w", err)
+	}
+	return ParseStatus(res.Stdout)
+}
+
+// CheckResult is the outcome of `upgrade --check`.
+type CheckResult struct {
+	Available bool
+	// Version and Commit come from the "AvailableUpdate:" block when shown.
+	Version string
+	Commit  string
+}
+
+// Check runs `rpm-ostree upgrade --check`: exit 77 means no update. It works
+// for ostree and container-image origins alike.
+func (c *Client) Check(ctx context.Context) (CheckResult, error) {
+	args := []string{"upgrade", "--check"}
+	if c.BypassDriver {
+		args = append(args, "--bypass-driver")
+	}
+	res, err := c.run(ctx, "checking for OS updates", args...)
+	if oplog.ExitCode(err) == ExitUnchanged {
+		return CheckResult{}, nil
+	}
+	if err != nil {
+		return CheckResult{}, fmt.Errorf("checking for OS updates: %w", err)
+	}
+	return parseAvailableUpdate(res.Stdout), nil
+}
+
+// parseAvailableUpdate reads "AvailableUpdate:" followed by "Key: value"
+// lines ("Version: 39.2024 (2024-01-02T03:04:05Z)", "Commit: abc...").
+func parseAvailableUpdate(out []byte) CheckResult {
+	r := CheckResult{Available: true}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
+		if !ok {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		switch k {
+		case "Version":
+			r.Version, _, _ = strings.Cut(v, " ")
+		case "Commit", "Digest":
+			r.Commit = v
+		}
+	}
+	return r
+}
+
+// StageKind is how a target is staged.
+type StageKind int
+
+const (
+	// StageUpgrade follows the booted deployment's origin to its newest commit.
+	StageUpgrade StageKind = iota
+	// StageDeploy stages one commit of the current origin (deploy revision=).
+	StageDeploy
+	// StageRebase switches the origin to Ref.
+	StageRebase
+)
+
+// StageRequest says what to stage.
+type StageRequest struct {
+	Kind     StageKind
+	Checksum string // StageDeploy
+	Ref      string // StageRebase: a refspec or container image reference
+}
+
+func (r StageRequest) String() string {
+	switch r.Kind {
+	case StageDeploy:
+		return "revision " + r.Checksum
+	case StageRebase:
+		return "rebase to " + r.Ref
+	}
+	return "upgrade"
+}
+
+// StageArgv is the full command line that stages req, always with
+// --lock-finalization so no unplanned reboot applies it. upgrade and deploy
+// exit 77 when nothing new was staged; a rebase prints "No change.". It is a
+// pure function so the caller can run it inside a transient systemd unit.
+func (c *Client) StageArgv(req StageRequest) []string {
+	argv := []string{c.path()}
+	switch req.Kind {
+	case StageDeploy:
+		argv = append(argv, "deploy", "--lock-finalization", "--unchanged-exit-77", "revision="+req.Checksum)
+	case StageRebase:
+		argv = append(argv, "rebase", "--lock-finalization", req.Ref)
+	default:
+		argv = append(argv, "upgrade", "--lock-finalization", "--unchanged-exit-77")
+	}
+	if c.BypassDriver {
+		argv = append(argv, "--bypass-driver")
+	}
+	return argv
+}
+
+// Validate rejects requests StageArgv cannot express.
+func (r StageRequest) Validate() error {
+	switch r.Kind {
+	case StageUpgrade:
+		return nil
+	case StageDeploy:
+		if r.Checksum == "" {
+			return errors.New("deploy without a checksum")
+		}
+		return nil
+	case StageRebase:
+		if r.Ref == "" {
+			return errors.New("rebase without a ref")
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown stage kind %d", r.Kind)
+}
+
+// StageResult says whether staging made a new deployment.
+type StageResult struct {
+	// Changed is false when rpm-ostree found nothing new ("No change." or
+	// "No upgrade available."). An already-staged target is then NOT
+	// re-locked: check StagedNotLockedByUs.
+	Changed bool
+}
+
+// StageOutcome interprets a finished staging command (run by Stage, or by a
+// caller that ran StageArgv elsewhere): its exit code and stdout.
+func StageOutcome(exitCode int, stdout []byte) (StageResult, bool) {
+	switch exitCode {
+	case 0:
+		unchanged := bytes.Contains(stdout, []byte("No change.")) || bytes.Contains(stdout, []byte("No upgrade available."))
+		return StageResult{Changed: !unchanged}, true
+	case ExitUnchanged:
+		return StageResult{Changed: false}, true
+	}
+	return StageResult{}, false
+}
+
+// Stage runs StageArgv(req) directly.
+func (c *Client) Stage(ctx context.Context, req StageRequest) (StageResult, error) {
+	if err := req.Validate(); err != nil {
+		return StageResult{}, fmt.Errorf("staging %s: %w", req, err)
+	}
+	argv := c.StageArgv(req)
+	res, err := c.runner().Run(ctx, "staging OS update", argv...)
+	if r, ok := StageOutcome(res.ExitCode, res.Stdout); ok {
+		return r, nil
+	}
+	return StageResult{}, fmt.Errorf("staging %s: %w", req, classify(err))
+}
+
+// Finalize runs `finalize-deployment <checksum>` for the staged deployment d:
+// rpm-ostree unlocks it and reboots. Refusals come back as ErrNoStagedDeployment,
+// ErrChecksumMismatch, ErrInhibited or ErrAlreadyUnlocked.
+func (c *Client) Finalize(ctx context.Context, d Deployment) error {
+	sum, err := d.FinalizeChecksum()
+	if err != nil {
+		return fmt.Errorf("finalizing deployment: %w", err)
+	}
+	if _, err := c.run(ctx, "finalizing staged deployment and rebooting", "finalize-deployment", sum); err != nil {
+		return fmt.Errorf("finalizing deployment %s: %w", sum, err)
+	}
+	return nil
+}
+
+// Cleanup removes the pending (staged) deployment: `cleanup -p`.
+func (c *Client) Cleanup(ctx context.Context) error {
+	if _, err := c.run(ctx, "removing staged deployment", "cleanup", "-p"); err != nil {
+		return fmt.Errorf("removing staged deployment: %w", err)
+	}
+	return nil
+}
+
+// Cancel cancels the running transaction, if any (`rpm-ostree cancel`).
+func (c *Client) Cancel(ctx context.Context) error {
+	if _, err := c.run(ctx, "cancelling rpm-ostree transaction", "cancel"); err != nil {
+		return fmt.Errorf("cancelling rpm-ostree transaction: %w", err)
+	}
+	return nil
+}
+
+// RegisterDriver registers the calling systemd unit as the update driver
+// (`deploy "" --register-driver=NAME`), so that manual upgrades are refused
+// with a pointer to us. The registration lives in /run: redo it every boot.
+func (c *Client) RegisterDriver(ctx context.Context, name string) error {
+	if _, err := c.run(ctx, "registering as update driver", "deploy", "", "--register-driver="+name); err != nil {
+		return fmt.Errorf("registering %s as update driver: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package rpmostree
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/update-agent/update-agent/agent/oplog"
+)
+
+// Typed refusals of rpm-ostree, recognized from the CLI's stderr
+// ("error: <message>"). The returned error wraps both the sentinel and the
+// *oplog.Error, so errors.Is and errors.As both work and argv, exit code and
+// stderr stay in the message.
+var (
+	// ErrNoStagedDeployment: finalize-deployment found nothing staged.
+	ErrNoStagedDeployment = errors.New("no pending staged deployment")
+	// ErrChecksumMismatch: the staged deployment is not the expected one.
+	ErrChecksumMismatch = errors.New("staged deployment checksum mismatch")
+	// ErrInhibited: a systemd shutdown inhibitor in block mode holds the reboot.
+	ErrInhibited = errors.New("reboot blocked by a systemd inhibitor lock")
+	// ErrAlreadyUnlocked: the staged deployment was not locked for
+	// finalization (it would have been applied by any reboot).
+	ErrAlreadyUnlocked = errors.New("staged deployment already unlocked")
+	// ErrDriverRegistered: another update driver owns updates on this host.
+	ErrDriverRegistered = errors.New("updates are driven by a registered update driver")
+	// ErrBusy: another transaction is running.
+	ErrBusy = errors.New("rpm-ostree transaction in progress")
+	// ErrCancelled: the transaction was cancelled.
+	ErrCancelled = errors.New("rpm-ostree transaction cancelled")
+	// ErrRebooting: the daemon already initiated a reboot.
+	ErrRebooting = errors.New("rpm-ostree reboot initiated")
+)
+
+// refusals maps stderr fragments, as upstream words them, to sentinels.
+var refusals = []struct {
+	fragment string
+	err      error
+}{
+	{"No pending staged deployment found", ErrNoStagedDeployment},
+	{"Expected staged base checksum", ErrChecksumMismatch},
+	{"Reboot blocked by a systemd inhibitor lock", ErrInhibited},
+	{"Staged deployment already unlocked", ErrAlreadyUnlocked},
+	{"Updates and deployments are driven by", ErrDriverRegistered},
+	{"Transaction in progress", ErrBusy},
+	{"Operation was cancelled", ErrCancelled},
+	{"Reboot initiated, cannot start new transaction", ErrRebooting},
+}
+
+// classify adds the sentinel matching a failed command's stderr, if any.
+func classify(err error) error {
+	var oe *oplog.Error
+	if !errors.As(err, &oe) {
+		return err
+	}
+	for _, r := range refusals {
+		if strings.Contains(oe.Stderr, r.fragment) {
+			return fmt.Errorf("%w: %w", r.err, err)
+		}
+	}
+	return err
+}

@@ -1,0 +1,214 @@
+package rpmostree
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/update-agent/update-agent/agent/oplog"
+)
+
+func loadStatus(t *testing.T, name string) *Status {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ParseStatus(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestParseOstreeOrigin(t *testing.T) {
+	st := loadStatus(t, "status-ostree-staged.json")
+	staged, ok := st.Staged()
+	if !ok || staged.Version != "39.20240210.3.0" || staged.Serial != 0 || staged.OSName != "fedora-coreos" {
+		t.Fatalf("staged = %+v, %v", staged, ok)
+	}
+	if staged.Origin != "fedora:fedora/x86_64/coreos/stable" || staged.Timestamp != 1707571458 {
+		t.Errorf("origin/timestamp = %q/%d", staged.Origin, staged.Timestamp)
+	}
+	booted, ok := st.Booted()
+	if !ok || booted.Version != "39.20240128.3.0" {
+		t.Fatalf("booted = %+v, %v", booted, ok)
+	}
+	if sum, err := staged.FinalizeChecksum(); err != nil || sum != staged.Checksum {
+		t.Errorf("FinalizeChecksum = %q, %v; want checksum %q", sum, err, staged.Checksum)
+	}
+	if staged.FinalizationLocked != nil {
+		t.Errorf("finalization-locked absent in JSON but parsed as %v", *staged.FinalizationLocked)
+	}
+	want := &UpdateDriver{Name: "update-agent", Unit: "update-agent.service"}
+	if !reflect.DeepEqual(st.UpdateDriver, want) {
+		t.Errorf("update-driver = %+v", st.UpdateDriver)
+	}
+	if st.Transaction != nil {
+		t.Errorf("transaction = %+v, want nil", st.Transaction)
+	}
+}
+
+func TestParseContainerOrigin(t *testing.T) {
+	st := loadStatus(t, "status-container.json")
+	if _, ok := st.Staged(); ok {
+		t.Fatal("nothing is staged")
+	}
+	b, ok := st.Booted()
+	if !ok || !b.IsContainer() {
+		t.Fatalf("booted = %+v", b)
+	}
+	sum, err := b.FinalizeChecksum()
+	if err != nil || sum != "sha256:8c2a6c1b9d7e5f3a1c0e2d4b6f8a9c7e5d3b1a0f2e4c6d8b9a7f5e3c1d0b2a4f" {
+		t.Errorf("FinalizeChecksum = %q, %v; want the image digest", sum, err)
+	}
+	want := &Transaction{Method: "UpdateDeployment", Sender: ":1.214", Path: "/org/projectatomic/rpmostree1/rhcos"}
+	if !reflect.DeepEqual(st.Transaction, want) {
+		t.Errorf("transaction = %+v", st.Transaction)
+	}
+	if st.UpdateDriver != nil {
+		t.Errorf("update-driver = %+v, want nil", st.UpdateDriver)
+	}
+	b.ContainerImageReferenceDigest = ""
+	if _, err := b.FinalizeChecksum(); !errors.Is(err, ErrNoDigest) {
+		t.Errorf("no digest: err = %v, want ErrNoDigest", err)
+	}
+}
+
+func TestParseLayered(t *testing.T) {
+	st := loadStatus(t, "status-layered.json")
+	s, ok := st.Staged()
+	if !ok {
+		t.Fatal("no staged deployment")
+	}
+	sum, _ := s.FinalizeChecksum()
+	if sum != "3a9c1e7b5d2f4a6c8e0b9d7f5a3c1e2b4d6f8a0c9e7b5d3f1a2c4e6b8d0f9a7c" {
+		t.Errorf("FinalizeChecksum = %q, want base-checksum", sum)
+	}
+	if s.FinalizationLocked == nil || !*s.FinalizationLocked || s.Serial != 1 {
+		t.Errorf("finalization-locked/serial = %v/%d", s.FinalizationLocked, s.Serial)
+	}
+	b, _ := st.Booted()
+	if !b.Pinned || b.BaseChecksum == "" {
+		t.Errorf("booted = %+v", b)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, in := range []string{`{`, `{"transaction": ["a"]}`, `{"deployments": {}}`} {
+		if _, err := ParseStatus([]byte(in)); err == nil {
+			t.Errorf("ParseStatus(%s) = nil error", in)
+		}
+	}
+}
+
+func TestStagedNotLockedByUs(t *testing.T) {
+	st := loadStatus(t, "status-ostree-staged.json")
+	staged, _ := st.Staged()
+	good := &LockRecord{DeploymentID: staged.ID, Checksum: staged.Checksum, BootID: "boot-1"}
+	cases := []struct {
+		name   string
+		st     *Status
+		rec    *LockRecord
+		bootID string
+		want   bool
+	}{
+		{"nothing staged", loadStatus(t, "status-container.json"), nil, "boot-1", false},
+		{"locked by us this boot", st, good, "boot-1", false},
+		{"no record", st, nil, "boot-1", true},
+		{"record from another boot", st, good, "boot-2", true},
+		{"record without boot id", st, &LockRecord{DeploymentID: staged.ID, Checksum: staged.Checksum}, "", true},
+		{"another deployment staged since", st, &LockRecord{DeploymentID: "fedora-coreos-x.1", Checksum: staged.Checksum, BootID: "boot-1"}, "boot-1", true},
+		{"checksum differs", st, &LockRecord{DeploymentID: staged.ID, Checksum: "abc", BootID: "boot-1"}, "boot-1", true},
+	}
+	for _, c := range cases {
+		d, got := StagedNotLockedByUs(c.st, c.rec, c.bootID)
+		if got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+		if got && d.ID != staged.ID {
+			t.Errorf("%s: returned %q, want the staged deployment", c.name, d.ID)
+		}
+	}
+}
+
+func TestStageArgv(t *testing.T) {
+	c := &Client{Path: "/usr/bin/rpm-ostree"}
+	cases := []struct {
+		req    StageRequest
+		bypass bool
+		want   string
+	}{
+		{StageRequest{}, false, "/usr/bin/rpm-ostree upgrade --lock-finalization --unchanged-exit-77"},
+		{StageRequest{Kind: StageDeploy, Checksum: "abc"}, true, "/usr/bin/rpm-ostree deploy --lock-finalization --unchanged-exit-77 revision=abc --bypass-driver"},
+		{StageRequest{Kind: StageRebase, Ref: "fedora:fedora/x86_64/coreos/next"}, false, "/usr/bin/rpm-ostree rebase --lock-finalization fedora:fedora/x86_64/coreos/next"},
+	}
+	for _, tc := range cases {
+		c.BypassDriver = tc.bypass
+		if got := strings.Join(c.StageArgv(tc.req), " "); got != tc.want {
+			t.Errorf("StageArgv(%v) = %q, want %q", tc.req, got, tc.want)
+		}
+	}
+	if (&Client{}).StageArgv(StageRequest{})[0] != "rpm-ostree" {
+		t.Error("default path is not rpm-ostree")
+	}
+	for _, bad := range []StageRequest{{Kind: StageDeploy}, {Kind: StageRebase}, {Kind: 9}} {
+		if bad.Validate() == nil {
+			t.Errorf("Validate(%+v) = nil", bad)
+		}
+	}
+}
+
+func TestStageOutcome(t *testing.T) {
+	cases := []struct {
+		code    int
+		out     string
+		changed bool
+		ok      bool
+	}{
+		{0, "Staging deployment... done\nRun \"systemctl reboot\" to start a reboot\n", true, true},
+		{0, "No change.\n", false, true},
+		{0, "No upgrade available.\n", false, true},
+		{77, "No upgrade available.\n", false, true},
+		{1, "", false, false},
+	}
+	for _, c := range cases {
+		r, ok := StageOutcome(c.code, []byte(c.out))
+		if ok != c.ok || r.Changed != c.changed {
+			t.Errorf("StageOutcome(%d, %q) = %+v, %v", c.code, c.out, r, ok)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	cases := map[string]error{
+		"error: No pending staged deployment found\n":                                        ErrNoStagedDeployment,
+		"error: Expected staged base checksum abc, but found def\n":                          ErrChecksumMismatch,
+		"error: Reboot blocked by a systemd inhibitor lock in `block` mode\nHeld by: etcd\n": ErrInhibited,
+		"error: Staged deployment already unlocked\n":                                        ErrAlreadyUnlocked,
+		"error: Updates and deployments are driven by zincati (zincati.service)\n":           ErrDriverRegistered,
+		"error: Transaction in progress: upgrade\n":                                          ErrBusy,
+	}
+	for stderr, want := range cases {
+		err := classify(&oplog.Error{Argv: []string{"rpm-ostree"}, ExitCode: 1, Stderr: stderr})
+		var oe *oplog.Error
+		if !errors.Is(err, want) || !errors.As(err, &oe) {
+			t.Errorf("classify(%q) = %v, want %v wrapping *oplog.Error", stderr, err, want)
+		}
+	}
+	plain := &oplog.Error{ExitCode: 1, Stderr: "error: something else"}
+	if err := classify(plain); err != error(plain) {
+		t.Errorf("unknown stderr changed the error: %v", err)
+	}
+}
+
+func TestParseAvailableUpdate(t *testing.T) {
+	out := "AvailableUpdate:\n        Version: 39.20240210.3.0 (2024-02-10T13:24:18Z)\n         Commit: 6b6fc6a3\n   GPGSignature: Valid signature\n"
+	r := parseAvailableUpdate([]byte(out))
+	if !r.Available || r.Version != "39.20240210.3.0" || r.Commit != "6b6fc6a3" {
+		t.Errorf("got %+v", r)
+	}
+}
