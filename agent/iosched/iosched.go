@@ -1,0 +1,341 @@
+package iosched
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/update-agent/update-agent/agent/oplog"
+)
+
+// Runner runs external commands as logged operations (oplog.Runner).
+type Runner interface {
+	Run(ctx context.Context, desc string, argv ...string) (oplog.Result, error)
+}
+
+// Options says what to change during the staging window.
+type Options struct {
+	// SysRoot is where sysfs is mounted ("/sys").
+	SysRoot string
+	// Scheduler to select ("bfq"); "" leaves the scheduler alone.
+	Scheduler string
+	// NrRequests sets queue/nr_requests (a shallower queue); 0 leaves it.
+	NrRequests int
+	// MaxSectorsKB sets queue/max_sectors_kb (smaller requests); 0 leaves it.
+	MaxSectorsKB int
+	// Keep leaves the changes in place after staging. bfq for the staging
+	// window only is the default: OpenShift ran bfq permanently on
+	// control-plane disks and had to back it out after a kernel lockup.
+	Keep bool
+	// StateFile records the original values before anything is changed.
+	StateFile string
+	// ModprobeArgv loads a scheduler module: argv + scheduler name.
+	ModprobeArgv []string
+	Runner       Runner
+	Log          *slog.Logger
+}
+
+// Change is one disk's original settings ("" / 0: not changed).
+type Change struct {
+	Disk         string `json:"disk"`
+	Scheduler    string `json:"scheduler,omitempty"`
+	NrRequests   int    `json:"nr_requests,omitempty"`
+	MaxSectorsKB int    `json:"max_sectors_kb,omitempty"`
+}
+
+// State is what the state file holds.
+type State struct {
+	Changes []Change `json:"changes"`
+}
+
+func (o Options) sys() string {
+	if o.SysRoot == "" {
+		return "/sys"
+	}
+	return o.SysRoot
+}
+
+func (o Options) log() *slog.Logger {
+	if o.Log != nil {
+		return o.Log
+	}
+	return slog.Default()
+}
+
+func (o Options) queueFile(disk, name string) string {
+	return filepath.Join(o.sys(), "block", disk, "queue", name)
+}
+
+// ParseScheduler parses queue/scheduler ("mq-deadline kyber [bfq] none")
+// into the selected scheduler and those offered.
+func ParseScheduler(s string) (current string, offered []string) {
+	for _, f := range strings.Fields(s) {
+		if strings.HasPrefix(f, "[") && strings.HasSuffix(f, "]") {
+			f = strings.Trim(f, "[]")
+			current = f
+		}
+		offered = append(offered, f)
+	}
+	if current == "" && len(offered) == 1 {
+		current = offered[0]
+	}
+	return current, offered
+}
+
+func (o Options) readScheduler(disk string) (string, []string, error) {
+	b, err := os.ReadFile(o.queueFile(disk, "scheduler"))
+	if err != nil {
+		return "", nil, fmt.Errorf("reading scheduler of %s: %w", disk, err)
+	}
+	cur, offered := ParseScheduler(string(b))
+	return cur, offered, nil
+}
+
+func (o Options) readInt(disk, name string) (int, error) {
+	b, err := os.ReadFile(o.queueFile(disk, name))
+	if err != nil {
+		return 0, fmt.Errorf("reading %s of %s: %w", name, disk, err)
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("reading %s of %s: %w", name, disk, err)
+	}
+	return v, nil
+}
+
+func (o Options) write(disk, name, value string) error {
+	p := o.queueFile(disk, name)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+	if err == nil {
+		_, err = f.WriteString(value)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("setting %s of %s to %s: %w", name, disk, value, err)
+	}
+	o.log().Info("disk queue setting changed", "disk", disk, "setting", name, "value", value)
+	return nil
+}
+
+// Apply changes the settings of disks, recording the originals in the state
+// file first so a crash in between still leaves a way back. Originals already
+// recorded (an earlier run that crashed) are kept: they are the true ones.
+func Apply(ctx context.Context, o Options, disks []string) error {
+	if o.Scheduler == "" && o.NrRequests == 0 && o.MaxSectorsKB == 0 {
+		return nil
+	}
+	st, err := load(o.StateFile)
+	if err != nil {
+		return err
+	}
+	recorded := map[string]bool{}
+	for _, c := range st.Changes {
+		recorded[c.Disk] = true
+	}
+	for _, d := range disks {
+		if recorded[d] {
+			continue
+		}
+		c := Change{Disk: d}
+		if o.Scheduler != "" {
+			if c.Scheduler, _, err = o.readScheduler(d); err != nil {
+				return err
+			}
+		}
+		if o.NrRequests > 0 {
+			if c.NrRequests, err = o.readInt(d, "nr_requests"); err != nil {
+				return err
+			}
+		}
+		if o.MaxSectorsKB > 0 {
+			if c.MaxSectorsKB, err = o.readInt(d, "max_sectors_kb"); err != nil {
+				return err
+			}
+		}
+		st.Changes = append(st.Changes, c)
+	}
+	if !o.Keep {
+		if err := save(o.StateFile, st); err != nil {
+			return err
+		}
+	}
+	for _, d := range disks {
+		if err := o.apply(ctx, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o Options) apply(ctx context.Context, disk string) error {
+	if o.Scheduler != "" {
+		cur, offered, err := o.readScheduler(disk)
+		if err != nil {
+			return err
+		}
+		if cur != o.Scheduler {
+			if !contains(offered, o.Scheduler) {
+				if err := o.load(ctx, disk, offered); err != nil {
+					return err
+				}
+			}
+			if err := o.write(disk, "scheduler", o.Scheduler); err != nil {
+				return err
+			}
+		}
+	}
+	// After the scheduler: switching schedulers resets nr_requests.
+	if o.NrRequests > 0 {
+		if err := o.write(disk, "nr_requests", strconv.Itoa(o.NrRequests)); err != nil {
+			return err
+		}
+	}
+	if o.MaxSectorsKB > 0 {
+		if err := o.write(disk, "max_sectors_kb", strconv.Itoa(o.MaxSectorsKB)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// load loads the scheduler's module (bfq is a module on most kernels).
+func (o Options) load(ctx context.Context, disk string, offered []string) error {
+	if len(o.ModprobeArgv) == 0 || o.Runner == nil {
+		return fmt.Errorf("scheduler %s not offered by %s (offered: %s) and no modprobe configured", o.Scheduler, disk, strings.Join(offered, " "))
+	}
+	argv := append(append([]string(nil), o.ModprobeArgv...), o.Scheduler)
+	if _, err := o.Runner.Run(ctx, "loading I/O scheduler "+o.Scheduler, argv...); err != nil {
+		return fmt.Errorf("loading scheduler %s for %s: %w", o.Scheduler, disk, err)
+	}
+	_, offered, err := o.readScheduler(disk)
+	if err != nil {
+		return err
+	}
+	if !contains(offered, o.Scheduler) {
+		return fmt.Errorf("scheduler %s still not offered by %s after loading it (offered: %s)", o.Scheduler, disk, strings.Join(offered, " "))
+	}
+	return nil
+}
+
+// Restore puts back what the state file records and removes it. No state
+// file means nothing to restore. It restores every disk it can and reports
+// all failures; the state file stays when any failed, for the next try.
+func Restore(o Options) error {
+	st, err := load(o.StateFile)
+	if err != nil || len(st.Changes) == 0 {
+		if err == nil {
+			err = removeState(o.StateFile)
+		}
+		return err
+	}
+	var errs []error
+	for _, c := range st.Changes {
+		if c.Scheduler != "" {
+			if cur, _, err := o.readScheduler(c.Disk); err != nil {
+				errs = append(errs, err)
+			} else if cur != c.Scheduler {
+				errs = append(errs, o.write(c.Disk, "scheduler", c.Scheduler))
+			}
+		}
+		if c.NrRequests > 0 {
+			errs = append(errs, o.write(c.Disk, "nr_requests", strconv.Itoa(c.NrRequests)))
+		}
+		if c.MaxSectorsKB > 0 {
+			errs = append(errs, o.write(c.Disk, "max_sectors_kb", strconv.Itoa(c.MaxSectorsKB)))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("restoring disk queue settings: %w", err)
+	}
+	return removeState(o.StateFile)
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func load(path string) (State, error) {
+	var st State
+	if path == "" {
+		return st, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("reading scheduler state %s: %w", path, err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("reading scheduler state %s: %w", path, err)
+	}
+	return st, nil
+}
+
+func save(path string, st State) error {
+	if path == "" {
+		return errors.New("saving scheduler state: no state file configured")
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("saving scheduler state %s: %w", path, err)
+	}
+	if err := writeAtomic(path, append(b, '\n')); err != nil {
+		return fmt.Errorf("saving scheduler state %s: %w", path, err)
+	}
+	return nil
+}
+
+func removeState(path string) error {
+	if path == "" {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing scheduler state %s: %w", path, err)
+	}
+	return nil
+}
+
+func writeAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
