@@ -1,0 +1,260 @@
+// Package config holds update-agent's whole configuration: its types, its
+// defaults (Default, the one place they live), loading of layered TOML
+// fragments from config.d directories, and validation that names the file
+// and key path of every problem.
+package config
+
+import "time"
+
+// Config is the merged configuration. Its toml tags are the key names; the
+// README's reference and packaging/config.d/00-defaults.toml are checked
+// against them by tests.
+type Config struct {
+	Agent   Agent   `toml:"agent"`
+	Updates Updates `toml:"updates"`
+	Staging Staging `toml:"staging"`
+	Guard   Guard   `toml:"guard"`
+	Lock    Lock    `toml:"lock"`
+	Etcd    Etcd    `toml:"etcd"`
+	Leader  Leader  `toml:"leader"`
+	Reboot  Reboot  `toml:"reboot"`
+	Metrics Metrics `toml:"metrics"`
+
+	// src records where each value came from when the Config was loaded,
+	// so that Validate can name the file of a bad value.
+	src *Sources
+}
+
+// Agent is the daemon's own behaviour.
+type Agent struct {
+	// CheckInterval is the time between two checks for an update.
+	CheckInterval Duration `toml:"check_interval"`
+	// CheckJitter is added at random to each interval so that a fleet does
+	// not ask its update server at the same second.
+	CheckJitter Duration `toml:"check_jitter"`
+	// StateDir holds the persisted state (lease ID, staged target, changed
+	// schedulers) that must survive a restart or reboot.
+	StateDir string `toml:"state_dir"`
+	// NodeName names this node in the lock and in status; "auto" is the
+	// host name.
+	NodeName string `toml:"node_name"`
+	// RPMOstree is the rpm-ostree binary (configurable so tests and the
+	// demo can point at the stand-in).
+	RPMOstree string `toml:"rpm_ostree"`
+}
+
+// Update sources.
+const (
+	SourceOrigin = "origin" // rpm-ostree upgrade: follow the booted origin
+	SourceImage  = "image"  // rpm-ostree rebase to Updates.Image
+)
+
+// Updates says what to update to.
+type Updates struct {
+	Enabled bool `toml:"enabled"`
+	// Source is "origin" or "image".
+	Source string `toml:"source"`
+	// Image is the container image reference used when Source is "image",
+	// with its ostree transport ("ostree-unverified-registry:...").
+	Image string `toml:"image"`
+	// AllowDowngrade lets an update move to an older version.
+	AllowDowngrade bool `toml:"allow_downgrade"`
+	// MaxAttempts is how many times one target may fail before it is set
+	// aside and reported instead of retried.
+	MaxAttempts int `toml:"max_attempts"`
+}
+
+// Staging is the I/O and CPU policy of the staging window (issue 8).
+type Staging struct {
+	// IOSchedulingClass: idle, best-effort, realtime or none.
+	IOSchedulingClass    string    `toml:"io_scheduling_class"`
+	IOSchedulingPriority int       `toml:"io_scheduling_priority"`
+	IOWeight             int       `toml:"io_weight"`
+	CPUWeight            CPUWeight `toml:"cpu_weight"`
+	Nice                 int       `toml:"nice"`
+	// MemoryHigh bounds the stager's page cache, so dirty data is written
+	// back in small pieces rather than one long flush.
+	MemoryHigh MemorySize `toml:"memory_high"`
+	// IOWriteBandwidthMax caps writes per disk; zero means no cap (a cap
+	// made etcd's latency worse in our measurements).
+	IOWriteBandwidthMax Bandwidth `toml:"io_write_bandwidth_max"`
+	// Scheduler is selected on the disks behind Paths for the window; ""
+	// leaves the scheduler alone. The idle class means nothing without bfq.
+	Scheduler        string `toml:"scheduler"`
+	RestoreScheduler bool   `toml:"restore_scheduler"`
+	// NRRequests sets a shallower queue/nr_requests for the window; 0
+	// leaves it alone.
+	NRRequests int `toml:"nr_requests"`
+	// Paths are resolved to their whole disks (through partitions, dm, md).
+	Paths          []string `toml:"paths"`
+	PerObjectFsync bool     `toml:"per_object_fsync"`
+	// EtcdIOLatencyTarget, when non-zero, sets IODeviceLatencyTargetSec on
+	// etcd.local_unit for the window.
+	EtcdIOLatencyTarget Duration `toml:"etcd_io_latency_target"`
+	Timeout             Duration `toml:"timeout"`
+}
+
+// Guard is the latency guard that paces staging from etcd's observed
+// latency and the kernel's I/O pressure.
+type Guard struct {
+	Enabled bool `toml:"enabled"`
+	// MetricsURL is the local etcd member's /metrics; "" uses the kernel
+	// signals alone (hosts without etcd).
+	MetricsURL string `toml:"metrics_url"`
+	// FsyncP99Threshold freezes staging above this WAL fsync p99; 0 learns
+	// it as LatencyFactor times the p99 measured before staging starts.
+	FsyncP99Threshold Duration `toml:"fsync_p99_threshold"`
+	LatencyFactor     float64  `toml:"latency_factor"`
+	// IOPressureThreshold is the share of time (percent) some task waited
+	// on I/O (PSI io.pressure "some") over Window above which staging is
+	// frozen.
+	IOPressureThreshold float64  `toml:"io_pressure_threshold"`
+	Interval            Duration `toml:"interval"`
+	Window              Duration `toml:"window"`
+	// MaxFreeze caps a single freeze so the stager always makes progress.
+	MaxFreeze Duration `toml:"max_freeze"`
+	// MaxTotalPause is the total frozen time after which the guard stops
+	// pacing and reports (escalates) instead of starving staging forever.
+	MaxTotalPause Duration `toml:"max_total_pause"`
+}
+
+// Lock is the reboot semaphore in etcd.
+type Lock struct {
+	Enabled bool   `toml:"enabled"`
+	Group   string `toml:"group"`
+	Slots   int    `toml:"slots"`
+	// KeyPrefix: holders live under <key_prefix>/<group>/.
+	KeyPrefix string `toml:"key_prefix"`
+	// RebootLeaseTTL is the reboot budget: the slot survives the holder's
+	// reboot and expires if it never comes back within this time.
+	RebootLeaseTTL Duration `toml:"reboot_lease_ttl"`
+}
+
+// Etcd is how to reach the cluster (for the lock and member health).
+type Etcd struct {
+	Endpoints    []string `toml:"endpoints"`
+	CAFile       string   `toml:"ca_file"`
+	CertFile     string   `toml:"cert_file"`
+	KeyFile      string   `toml:"key_file"`
+	Username     string   `toml:"username"`
+	PasswordFile string   `toml:"password_file"`
+	DialTimeout  Duration `toml:"dial_timeout"`
+	// Member is the local member's name; "auto" finds the member whose
+	// client URLs match a local endpoint (none on workers).
+	Member string `toml:"member"`
+	// LocalUnit is the systemd unit running the local member, for its I/O
+	// latency target and cgroup pressure; "" if none.
+	LocalUnit string `toml:"local_unit"`
+}
+
+// Leader is the leader-aware ordering of reboots.
+type Leader struct {
+	FollowersFirst bool `toml:"followers_first"`
+	MoveLeader     bool `toml:"move_leader"`
+	RequireQuorum  bool `toml:"require_quorum"`
+}
+
+// Reboot strategies.
+const (
+	StrategyImmediate = "immediate" // reboot as soon as the slot is taken
+	StrategyPeriodic  = "periodic"  // only inside Windows
+)
+
+// Reboot says when and how to reboot.
+type Reboot struct {
+	Strategy string `toml:"strategy"`
+	// TimeZone is an IANA name ("Europe/Berlin"), "UTC" or "Local".
+	TimeZone string       `toml:"time_zone"`
+	Windows  []WindowSpec `toml:"windows"`
+	Hooks    []Hook       `toml:"hooks"`
+}
+
+// WindowSpec is a maintenance window as written in TOML; see Window.
+type WindowSpec struct {
+	// Days are "Mon".."Sun" (or full names) on which the window starts.
+	Days []string `toml:"days"`
+	// Start is the local start time "HH:MM" in Reboot.TimeZone.
+	Start string `toml:"start"`
+	// Length is elapsed time from the start; it may cross midnight.
+	Length Duration `toml:"length"`
+}
+
+// Hook is a pre-reboot command (drain, stop kubelet), run without a shell.
+type Hook struct {
+	Argv    []string `toml:"argv"`
+	Timeout Duration `toml:"timeout"`
+}
+
+// Metrics is the Prometheus endpoint.
+type Metrics struct {
+	// Listen is "unix:/path" or "host:port"; "" disables metrics.
+	Listen string `toml:"listen"`
+}
+
+// Default returns the built-in defaults: the single place they are written
+// down (00-defaults.toml and the README are tested against it).
+func Default() *Config {
+	return &Config{
+		Agent: Agent{
+			CheckInterval: Duration(15 * time.Minute),
+			CheckJitter:   Duration(5 * time.Minute),
+			StateDir:      "/var/lib/update-agent",
+			NodeName:      "auto",
+			RPMOstree:     "/usr/bin/rpm-ostree",
+		},
+		Updates: Updates{
+			Enabled:     true,
+			Source:      SourceOrigin,
+			MaxAttempts: 3,
+		},
+		Staging: Staging{
+			IOSchedulingClass:    "idle",
+			IOSchedulingPriority: 7,
+			IOWeight:             10,
+			CPUWeight:            CPUWeightIdle,
+			Nice:                 10,
+			MemoryHigh:           256 << 20,
+			Scheduler:            "bfq",
+			RestoreScheduler:     true,
+			Paths:                []string{"/sysroot", "/var/lib/etcd"},
+			Timeout:              Duration(2 * time.Hour),
+		},
+		Guard: Guard{
+			Enabled: true,
+			// kubeadm's etcd serves plain-HTTP metrics here.
+			MetricsURL:          "http://127.0.0.1:2381/metrics",
+			LatencyFactor:       2,
+			IOPressureThreshold: 40,
+			Interval:            Duration(time.Second),
+			Window:              Duration(10 * time.Second),
+			MaxFreeze:           Duration(2 * time.Second),
+			MaxTotalPause:       Duration(30 * time.Minute),
+		},
+		Lock: Lock{
+			Enabled:        true,
+			Group:          "default",
+			Slots:          1,
+			KeyPrefix:      "/update-agent/lock",
+			RebootLeaseTTL: Duration(15 * time.Minute),
+		},
+		Etcd: Etcd{
+			Endpoints:   []string{"http://127.0.0.1:2379"},
+			DialTimeout: Duration(5 * time.Second),
+			Member:      "auto",
+		},
+		Leader: Leader{
+			FollowersFirst: true,
+			MoveLeader:     true,
+			RequireQuorum:  true,
+		},
+		Reboot: Reboot{
+			Strategy: StrategyImmediate,
+			TimeZone: "UTC",
+			Windows:  []WindowSpec{},
+			Hooks:    []Hook{},
+		},
+		Metrics: Metrics{
+			Listen: "unix:/run/update-agent/metrics.sock",
+		},
+	}
+}

@@ -1,0 +1,366 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MinRebootLeaseTTL is the smallest reboot lease TTL accepted. etcd grants
+// no lease shorter than its minLeaseTTL, ceil(1.5 x election timeout)
+// (etcdserver/server.go: (3*ElectionTicks)/2 heartbeats), and silently
+// raises a shorter TTL to it: 2s with the default 1s election timeout, 4s
+// with the 2.5s used on slow clouds. 5s stays above both, so the TTL we
+// configure is the TTL etcd applies. (A real reboot budget is minutes; the
+// low floor keeps short TTLs usable in tests.)
+const MinRebootLeaseTTL = 5 * time.Second
+
+// minByteValue catches a forgotten suffix: "256" is 256 bytes, not 256M.
+const minByteValue = 1 << 20
+
+var (
+	nameRe   = regexp.MustCompile(`^[a-zA-Z0-9.-]+$`)
+	unitRe   = regexp.MustCompile(`^[a-zA-Z0-9:_.\\@-]+\.service$`)
+	ioClass  = []string{"idle", "best-effort", "realtime", "none"}
+	ioScheds = []string{"", "bfq", "mq-deadline", "kyber", "none"}
+	// Transports rpm-ostree rebase accepts for a container image.
+	imageTransports = []string{"ostree-unverified-registry:", "ostree-unverified-image:",
+		"ostree-remote-registry:", "ostree-remote-image:", "ostree-image-signed:"}
+)
+
+// IOClassNumber maps an I/O scheduling class name to systemd's D-Bus value
+// of IOSchedulingClass (IOPRIO_CLASS_*); -1 for an unknown name.
+func IOClassNumber(name string) int32 {
+	return int32(slices.Index([]string{"none", "realtime", "best-effort", "idle"}, name))
+}
+
+// Validate checks every key. root prefixes file paths (TLS files, password
+// file) as Load's root does. Errors name the file a bad value came from
+// when the Config was loaded.
+func (c *Config) Validate(root string) error {
+	errs, _ := c.check(root)
+	return errors.Join(errs...)
+}
+
+// checker collects problems; each names the key and, through the sources,
+// the file it came from.
+type checker struct {
+	c     *Config
+	root  string
+	errs  []error
+	warns []string
+}
+
+func (k *checker) fail(key, format string, args ...any) {
+	k.errs = append(k.errs, &FieldError{File: k.c.src.File(key), Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (k *checker) warn(key, format string, args ...any) {
+	k.warns = append(k.warns, (&FieldError{File: k.c.src.File(key), Key: key, Msg: fmt.Sprintf(format, args...)}).Error())
+}
+
+func (k *checker) positive(key string, d Duration) {
+	if d <= 0 {
+		k.fail(key, "must be > 0, got %q", d.String())
+	}
+}
+
+func (k *checker) nonNegative(key string, d Duration) {
+	if d < 0 {
+		k.fail(key, "must be >= 0, got %q", d.String())
+	}
+}
+
+func (k *checker) intRange(key string, v, lo, hi int) {
+	if v < lo || v > hi {
+		k.fail(key, "must be %d-%d, got %d", lo, hi, v)
+	}
+}
+
+func (k *checker) oneOf(key, v string, allowed []string) {
+	if !slices.Contains(allowed, v) {
+		k.fail(key, "must be one of %s, got %q", quoteList(allowed), v)
+	}
+}
+
+func (k *checker) absPath(key, p string) {
+	if !filepath.IsAbs(p) {
+		k.fail(key, "must be an absolute path, got %q", p)
+	}
+}
+
+// readable checks that a file exists under root and can be opened.
+func (k *checker) readable(key, p string) {
+	if !filepath.IsAbs(p) {
+		k.absPath(key, p)
+		return
+	}
+	f, err := os.Open(filepath.Join(k.root, p))
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		k.fail(key, "cannot read %q: %v", p, err)
+		return
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		k.fail(key, "%q is a directory, not a file", p)
+	}
+}
+
+func (c *Config) check(root string) ([]error, []string) {
+	if root == "" {
+		root = "/"
+	}
+	k := &checker{c: c, root: root}
+	k.agent(&c.Agent)
+	k.updates(&c.Updates)
+	k.staging(&c.Staging)
+	k.guard(&c.Guard)
+	k.lock(&c.Lock)
+	k.etcd(&c.Etcd)
+	k.reboot(&c.Reboot)
+	k.metrics(&c.Metrics)
+	return k.errs, k.warns
+}
+
+func (k *checker) agent(a *Agent) {
+	k.positive("agent.check_interval", a.CheckInterval)
+	k.nonNegative("agent.check_jitter", a.CheckJitter)
+	k.absPath("agent.state_dir", a.StateDir)
+	if a.NodeName != "auto" && !nameRe.MatchString(a.NodeName) {
+		k.fail("agent.node_name", "must be \"auto\" or match %s, got %q", nameRe, a.NodeName)
+	}
+	k.absPath("agent.rpm_ostree", a.RPMOstree)
+}
+
+func (k *checker) updates(u *Updates) {
+	k.oneOf("updates.source", u.Source, []string{SourceOrigin, SourceImage})
+	switch {
+	case u.Source == SourceImage && u.Image == "":
+		k.fail("updates.image", "required when updates.source is \"image\"")
+	case u.Image != "" && !slices.ContainsFunc(imageTransports, func(t string) bool {
+		return strings.HasPrefix(u.Image, t) && len(u.Image) > len(t)
+	}):
+		k.fail("updates.image", "must start with an ostree transport (%s), got %q", strings.Join(imageTransports, " "), u.Image)
+	case u.Source == SourceOrigin && u.Image != "":
+		k.warn("updates.image", "ignored while updates.source is \"origin\"")
+	}
+	if u.MaxAttempts < 1 {
+		k.fail("updates.max_attempts", "must be >= 1, got %d", u.MaxAttempts)
+	}
+}
+
+func (k *checker) staging(s *Staging) {
+	k.oneOf("staging.io_scheduling_class", s.IOSchedulingClass, ioClass)
+	k.intRange("staging.io_scheduling_priority", s.IOSchedulingPriority, 0, 7)
+	k.intRange("staging.io_weight", s.IOWeight, 1, 10000)
+	if s.CPUWeight > 10000 {
+		k.fail("staging.cpu_weight", "must be 1-10000 or \"idle\", got %d", s.CPUWeight)
+	}
+	k.intRange("staging.nice", s.Nice, -20, 19)
+	if s.MemoryHigh != 0 && s.MemoryHigh < minByteValue {
+		k.fail("staging.memory_high", "must be \"infinity\" or >= 1M, got %s bytes (missing K/M/G suffix?)", strconv.FormatUint(uint64(s.MemoryHigh), 10))
+	}
+	if s.IOWriteBandwidthMax != 0 && s.IOWriteBandwidthMax < minByteValue {
+		k.fail("staging.io_write_bandwidth_max", "must be \"\" (no cap) or >= 1M, got %s bytes/s (missing K/M/G suffix?)", strconv.FormatUint(uint64(s.IOWriteBandwidthMax), 10))
+	}
+	k.oneOf("staging.scheduler", s.Scheduler, ioScheds)
+	if s.IOSchedulingClass == "idle" && s.Scheduler != "bfq" {
+		k.warn("staging.scheduler", "io_scheduling_class \"idle\" only has an effect with bfq; scheduler is %q", s.Scheduler)
+	}
+	if s.NRRequests != 0 && s.NRRequests < 4 {
+		// The block layer's minimum (BLKDEV_MIN_RQ); it would round up.
+		k.fail("staging.nr_requests", "must be 0 (leave alone) or >= 4, got %d", s.NRRequests)
+	}
+	for i, p := range s.Paths {
+		k.absPath(fmt.Sprintf("staging.paths[%d]", i), p)
+	}
+	k.nonNegative("staging.etcd_io_latency_target", s.EtcdIOLatencyTarget)
+	if s.EtcdIOLatencyTarget > 0 && k.c.Etcd.LocalUnit == "" {
+		k.fail("staging.etcd_io_latency_target", "needs etcd.local_unit (the unit to set it on)")
+	}
+	k.positive("staging.timeout", s.Timeout)
+}
+
+func (k *checker) guard(g *Guard) {
+	if g.MetricsURL != "" {
+		if err := checkURL(g.MetricsURL, false); err != nil {
+			k.fail("guard.metrics_url", "%v", err)
+		}
+	}
+	k.nonNegative("guard.fsync_p99_threshold", g.FsyncP99Threshold)
+	if g.LatencyFactor < 1 {
+		k.fail("guard.latency_factor", "must be >= 1, got %v", g.LatencyFactor)
+	}
+	if g.IOPressureThreshold <= 0 || g.IOPressureThreshold > 100 {
+		k.fail("guard.io_pressure_threshold", "must be > 0 and <= 100 (percent), got %v", g.IOPressureThreshold)
+	}
+	k.positive("guard.interval", g.Interval)
+	k.positive("guard.window", g.Window)
+	if g.Interval > 0 && g.Window < g.Interval {
+		k.fail("guard.window", "must be >= guard.interval (%s), got %q", g.Interval, g.Window.String())
+	}
+	k.positive("guard.max_freeze", g.MaxFreeze)
+	k.positive("guard.max_total_pause", g.MaxTotalPause)
+}
+
+func (k *checker) lock(l *Lock) {
+	if !nameRe.MatchString(l.Group) {
+		k.fail("lock.group", "must match %s, got %q", nameRe, l.Group)
+	}
+	if l.Slots < 1 {
+		k.fail("lock.slots", "must be >= 1, got %d", l.Slots)
+	}
+	if !strings.HasPrefix(l.KeyPrefix, "/") || strings.HasSuffix(l.KeyPrefix, "/") {
+		k.fail("lock.key_prefix", "must start with \"/\" and not end with one, got %q", l.KeyPrefix)
+	}
+	switch ttl := l.RebootLeaseTTL.D(); {
+	case ttl < MinRebootLeaseTTL:
+		k.fail("lock.reboot_lease_ttl", "must be >= %s (etcd raises shorter lease TTLs to its minimum), got %q", Duration(MinRebootLeaseTTL), l.RebootLeaseTTL.String())
+	case ttl%time.Second != 0:
+		k.fail("lock.reboot_lease_ttl", "must be whole seconds (etcd lease TTLs are), got %q", l.RebootLeaseTTL.String())
+	}
+}
+
+func (k *checker) etcd(e *Etcd) {
+	if len(e.Endpoints) == 0 && k.c.Lock.Enabled {
+		k.fail("etcd.endpoints", "at least one endpoint is needed while lock.enabled is true")
+	}
+	schemes := map[string]bool{}
+	for i, ep := range e.Endpoints {
+		if err := checkURL(ep, true); err != nil {
+			k.fail(fmt.Sprintf("etcd.endpoints[%d]", i), "%v", err)
+			continue
+		}
+		u, _ := url.Parse(ep)
+		schemes[u.Scheme] = true
+	}
+	if schemes["http"] && schemes["https"] {
+		k.fail("etcd.endpoints", "mixes http and https endpoints; the client uses one TLS setting for all")
+	}
+	for _, f := range []struct{ key, path string }{
+		{"etcd.ca_file", e.CAFile}, {"etcd.cert_file", e.CertFile}, {"etcd.key_file", e.KeyFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		k.readable(f.key, f.path)
+		if len(schemes) > 0 && !schemes["https"] {
+			k.fail(f.key, "set, but no endpoint uses https")
+		}
+	}
+	if (e.CertFile == "") != (e.KeyFile == "") {
+		k.fail("etcd.key_file", "etcd.cert_file and etcd.key_file must be set together")
+	}
+	if (e.Username == "") != (e.PasswordFile == "") {
+		k.fail("etcd.password_file", "etcd.username and etcd.password_file must be set together")
+	}
+	if e.PasswordFile != "" {
+		k.readable("etcd.password_file", e.PasswordFile)
+	}
+	k.positive("etcd.dial_timeout", e.DialTimeout)
+	if strings.TrimSpace(e.Member) == "" {
+		k.fail("etcd.member", "must be \"auto\" or the local member's name, got \"\"")
+	}
+	if e.LocalUnit != "" && !unitRe.MatchString(e.LocalUnit) {
+		k.fail("etcd.local_unit", "must be \"\" or a service unit name like \"etcd.service\", got %q", e.LocalUnit)
+	}
+}
+
+// checkURL accepts http(s)://host:port[/path]; an etcd endpoint needs the
+// port and no path.
+func checkURL(s string, endpoint bool) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("not a URL: %q", s)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("must be an http:// or https:// URL, got %q", s)
+	}
+	if u.Hostname() == "" {
+		return fmt.Errorf("has no host: %q", s)
+	}
+	if endpoint {
+		if u.Port() == "" {
+			return fmt.Errorf("must name host and port (e.g. https://10.0.0.1:2379), got %q", s)
+		}
+		if (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return fmt.Errorf("must not have a path or query, got %q", s)
+		}
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("bad port in %q", s)
+		}
+	}
+	return nil
+}
+
+func (k *checker) reboot(r *Reboot) {
+	k.oneOf("reboot.strategy", r.Strategy, []string{StrategyImmediate, StrategyPeriodic})
+	if _, err := time.LoadLocation(r.TimeZone); err != nil || r.TimeZone == "" {
+		k.fail("reboot.time_zone", "unknown time zone %q (want an IANA name like \"Europe/Berlin\", \"UTC\" or \"Local\")", r.TimeZone)
+	}
+	for i, w := range r.Windows {
+		key := fmt.Sprintf("reboot.windows[%d].", i)
+		if _, err := parseDays(w.Days); err != nil {
+			k.fail(key+"days", "%v", err)
+		}
+		if _, _, err := parseClock(w.Start); err != nil {
+			k.fail(key+"start", "%v", err)
+		}
+		if err := checkWindowLength(w.Length.D()); err != nil {
+			k.fail(key+"length", "%v", err)
+		}
+	}
+	switch {
+	case r.Strategy == StrategyPeriodic && len(r.Windows) == 0:
+		k.fail("reboot.windows", "strategy \"periodic\" needs at least one window")
+	case r.Strategy == StrategyImmediate && len(r.Windows) > 0:
+		k.warn("reboot.windows", "ignored while reboot.strategy is \"immediate\"")
+	}
+	for i, h := range r.Hooks {
+		key := fmt.Sprintf("reboot.hooks[%d].", i)
+		if len(h.Argv) == 0 {
+			k.fail(key+"argv", "must not be empty (argv[0] is the program)")
+		} else if !filepath.IsAbs(h.Argv[0]) {
+			k.fail(key+"argv", "argv[0] must be an absolute path (hooks run without a shell or PATH), got %q", h.Argv[0])
+		}
+		k.positive(key+"timeout", h.Timeout)
+	}
+}
+
+func (k *checker) metrics(m *Metrics) {
+	if m.Listen == "" {
+		return
+	}
+	if p, ok := strings.CutPrefix(m.Listen, "unix:"); ok {
+		k.absPath("metrics.listen", p)
+		return
+	}
+	host, port, err := net.SplitHostPort(m.Listen)
+	n, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || n < 1 || n > 65535 || strings.ContainsAny(host, "/ ") {
+		k.fail("metrics.listen", "must be \"unix:/path\", \"host:port\" or \"\" (off), got %q", m.Listen)
+	}
+}
+
+func quoteList(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = strconv.Quote(x)
+	}
+	return strings.Join(q, ", ")
+}
