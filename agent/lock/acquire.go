@@ -1,0 +1,245 @@
+package lock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// queue reads the group's whole queue and counts it here: WithCountOnly
+// together with WithMaxCreateRev ignores the filter. Not WithKeysOnly either:
+// etcd 3.7 answers that from its index without the lease IDs we check.
+func (l *Lock) queue(ctx context.Context) ([]Entry, *mvccpb.KeyValue, int64, error) {
+	resp, err := l.cli.Get(ctx, holdersPrefix(l.o.Prefix, l.o.Group), clientv3.WithPrefix())
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	entries, mine := entriesOf(resp.Kvs, holdersPrefix(l.o.Prefix, l.o.Group), l.o.Node)
+	return entries, mine, resp.Header.Revision, nil
+}
+
+func entriesOf(kvs []*mvccpb.KeyValue, prefix, node string) ([]Entry, *mvccpb.KeyValue) {
+	var entries []Entry
+	var mine *mvccpb.KeyValue
+	for _, kv := range kvs {
+		name := strings.TrimPrefix(string(kv.Key), prefix)
+		entries = append(entries, Entry{Node: name, CreateRevision: kv.CreateRevision})
+		if name == node {
+			mine = kv
+		}
+	}
+	return entries, mine
+}
+
+// Acquire queues this node for a slot and blocks until it holds one.
+// onPosition (may be nil) is called whenever the position changes, for
+// STATUS lines. Calling Acquire again while queued or holding keeps the place.
+func (l *Lock) Acquire(ctx context.Context, target string, onPosition func(Position)) (Position, error) {
+	s, err := l.session(ctx)
+	if err != nil {
+		return Position{}, fmt.Errorf("acquiring reboot slot: %w", err)
+	}
+	rec := Record{Node: l.o.Node, BootID: l.o.BootID, Target: target, Member: l.o.Member, QueuedAt: l.o.Now().UTC()}
+	// A Put on an existing key keeps its CreateRevision: re-entering never
+	// loses the place.
+	if err := l.putJSON(ctx, l.holderKey(), rec, s.Lease()); err != nil {
+		return Position{}, fmt.Errorf("queueing for a reboot slot: %w", err)
+	}
+	var last Position
+	first := true
+	for {
+		entries, mine, rev, err := l.queue(ctx)
+		if err != nil {
+			return Position{}, fmt.Errorf("reading reboot slot queue: %w", err)
+		}
+		if mine == nil || clientv3.LeaseID(mine.Lease) != s.Lease() {
+			return Position{}, l.lostOr(s, ErrDequeued)
+		}
+		pos, _ := Locate(entries, l.o.Slots, l.o.Node)
+		if onPosition != nil && (first || pos != last) {
+			onPosition(pos)
+		}
+		first, last = false, pos
+		if pos.Holder {
+			rec.AcquiredAt = l.o.Now().UTC()
+			if err := l.markHeld(ctx, rec, mine.CreateRevision, s.Lease()); err != nil {
+				return Position{}, err
+			}
+			l.log.Info("holding reboot slot", "slot", pos.Index+1, "slots", pos.Slots, "target", target)
+			return pos, nil
+		}
+		if err := l.waitDeletion(ctx, rev, s.Done()); err != nil {
+			return Position{}, err
+		}
+	}
+}
+
+// markHeld records the acquisition time, fenced on our key and lease, and
+// remembers the CreateRevision that fences later writes.
+func (l *Lock) markHeld(ctx context.Context, rec Record, createRev int64, lease clientv3.LeaseID) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	key := l.holderKey()
+	resp, err := l.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", createRev),
+			clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).
+		Then(clientv3.OpPut(key, string(b), clientv3.WithLease(lease))).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("recording reboot slot acquisition: %w", err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("recording reboot slot acquisition: %w", ErrDequeued)
+	}
+	l.mu.Lock()
+	l.heldRev = createRev
+	l.mu.Unlock()
+	return nil
+}
+
+// waitDeletion blocks until a queue key is deleted after rev: only a deletion
+// can move a waiter forward.
+func (l *Lock) waitDeletion(ctx context.Context, rev int64, leaseDone <-chan struct{}) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := l.cli.Watch(wctx, holdersPrefix(l.o.Prefix, l.o.Group),
+		clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+	for {
+		select {
+		case wr, ok := <-wch:
+			if !ok || wr.Err() != nil || len(wr.Events) > 0 {
+				// Closed or failed watches (no leader, compaction) also end
+				// in a fresh read of the queue.
+				return ctx.Err()
+			}
+		case <-leaseDone:
+			return ErrLeaseExpired
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for a reboot slot: %w", ctx.Err())
+		}
+	}
+}
+
+func (l *Lock) lostOr(s interface{ Done() <-chan struct{} }, err error) error {
+	select {
+	case <-s.Done():
+		return ErrLeaseExpired
+	default:
+		return err
+	}
+}
+
+// Adopt picks up after a restart or reboot: it re-adopts the recorded node
+// lease and reports this node's queue entry. found is false when there is
+// none (never queued, released, or the lease expired while away: that case
+// is logged loudly).
+func (l *Lock) Adopt(ctx context.Context) (rec Record, pos Position, found bool, err error) {
+	s, err := l.session(ctx)
+	if err != nil {
+		return Record{}, Position{}, false, fmt.Errorf("adopting reboot slot: %w", err)
+	}
+	resp, err := l.cli.Get(ctx, holdersPrefix(l.o.Prefix, l.o.Group), clientv3.WithPrefix())
+	if err != nil {
+		return Record{}, Position{}, false, fmt.Errorf("adopting reboot slot: %w", err)
+	}
+	entries, mine := entriesOf(resp.Kvs, holdersPrefix(l.o.Prefix, l.o.Group), l.o.Node)
+	if mine == nil {
+		return Record{}, Position{}, false, nil
+	}
+	if err := json.Unmarshal(mine.Value, &rec); err != nil {
+		return Record{}, Position{}, false, fmt.Errorf("adopting reboot slot: parsing %s: %w", mine.Key, err)
+	}
+	if clientv3.LeaseID(mine.Lease) != s.Lease() {
+		// Our key under a lease we lost track of (state dir wiped): move it
+		// to the current lease; the Put keeps its CreateRevision.
+		l.log.Warn("queue entry was attached to an unknown lease; re-attaching",
+			"old_lease_id", fmt.Sprintf("%x", mine.Lease))
+		resp, err := l.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(string(mine.Key)), "=", mine.ModRevision)).
+			Then(clientv3.OpPut(string(mine.Key), string(mine.Value), clientv3.WithLease(s.Lease()))).
+			Commit()
+		if err != nil {
+			return Record{}, Position{}, false, fmt.Errorf("adopting reboot slot: %w", err)
+		}
+		if !resp.Succeeded {
+			return Record{}, Position{}, false, fmt.Errorf("adopting reboot slot: %w", ErrDequeued)
+		}
+	}
+	pos, _ = Locate(entries, l.o.Slots, l.o.Node)
+	if pos.Holder {
+		l.mu.Lock()
+		l.heldRev = mine.CreateRevision
+		l.mu.Unlock()
+		l.log.Info("re-adopted reboot slot", "slot", pos.Index+1, "slots", pos.Slots,
+			"target", rec.Target, "acquired_at", rec.AcquiredAt)
+	}
+	return rec, pos, true, nil
+}
+
+// fence is the condition for writes that are only valid while holding.
+func (l *Lock) fence() ([]clientv3.Cmp, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sess == nil || l.heldRev == 0 {
+		return nil, ErrNotHolder
+	}
+	key := l.holderKey()
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(key), "=", l.heldRev),
+		clientv3.Compare(clientv3.LeaseValue(key), "=", l.sess.Lease()),
+	}, nil
+}
+
+// Fenced applies ops only if this node still holds its slot.
+func (l *Lock) Fenced(ctx context.Context, ops ...clientv3.Op) error {
+	cmps, err := l.fence()
+	if err != nil {
+		return err
+	}
+	resp, err := l.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return fmt.Errorf("fenced write: %w", err)
+	}
+	if !resp.Succeeded {
+		return ErrNotHolder
+	}
+	return nil
+}
+
+// Release gives the slot back after the post-boot checks passed: it deletes
+// the queue entry and the announcement (fenced), revokes the node lease and
+// forgets it. If the slot was already gone (an operator released it) that is
+// logged and the rest is still cleaned up.
+func (l *Lock) Release(ctx context.Context) error {
+	err := l.Fenced(ctx, clientv3.OpDelete(l.holderKey()), clientv3.OpDelete(l.pendingKey()))
+	if errors.Is(err, ErrNotHolder) {
+		l.log.Warn("releasing: this node no longer held its reboot slot (released by an operator or expired)")
+		if err := l.Withdraw(ctx); err != nil {
+			return fmt.Errorf("releasing reboot slot: %w", err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("releasing reboot slot: %w", err)
+	}
+	l.mu.Lock()
+	s := l.sess
+	l.sess, l.heldRev = nil, 0
+	l.mu.Unlock()
+	if s != nil {
+		if err := s.Close(); err != nil {
+			// The lease then expires after the TTL; our keys are gone.
+			l.log.Warn("revoking node lease", "err", err)
+		}
+	}
+	if err := removeLeaseState(l.o.StateDir); err != nil {
+		return fmt.Errorf("releasing reboot slot: %w", err)
+	}
+	l.log.Info("released reboot slot")
+	return nil
+}

@@ -1,0 +1,39 @@
+// Package lock is the reboot semaphore: at most Slots nodes of a group hold a
+// reboot slot at once, in first-come-first-served order, and a slot survives
+// the holder's own reboot but expires if the holder never comes back.
+//
+// # Keys
+//
+// Everything lives under <prefix>/<group>/:
+//
+//	<prefix>/<group>/holders/<node>  the queue: one key per node that wants
+//	                                 or holds a slot. JSON Record: node,
+//	                                 boot_id, target, member, queued_at,
+//	                                 acquired_at (zero while waiting).
+//	<prefix>/<group>/pending/<node>  announcement: this node has an update
+//	                                 staged and will want to reboot. JSON
+//	                                 Announcement: node, member, target,
+//	                                 announced_at.
+//
+// Both keys of a node are attached to one lease, the node lease, whose TTL is
+// the reboot budget. The agent keeps it alive while it runs; across the
+// reboot nobody does, so a node that does not come back within the budget
+// loses its slot and its announcement. The lease ID is persisted in the
+// state directory (file "lock-lease.json") and re-adopted after boot; a key
+// whose lease is re-adopted keeps its CreateRevision and therefore its place.
+//
+// # Order
+//
+// A key in holders/ holds a slot while fewer than Slots keys have a lower
+// CreateRevision (Position): FIFO by etcd revision, no clocks involved. A
+// waiter watches holders/ for deletions and re-evaluates; it never polls.
+// Nodes of a group must agree on Slots; a node configured with more slots
+// than its peers could enter early.
+//
+// The member field of both records names the node's etcd member (empty when
+// the node runs none); the ordering rules (package etcdmember) use it to make
+// the leader go last.
+//
+// Writes that are only valid while holding a slot (Release, Fenced) are
+// transactions that compare the holder key's lease with the node lease.
+package lock

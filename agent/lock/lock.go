@@ -1,0 +1,276 @@
+package lock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// Options configure a node's view of the semaphore.
+type Options struct {
+	Prefix string // e.g. "/update-agent"
+	Group  string // nodes that share the slots
+	Slots  int
+	// TTL is the reboot budget: how long a node may be gone (rebooting)
+	// before its slot is given to the next node. Whole seconds.
+	TTL    time.Duration
+	Node   string // this node's name
+	BootID string // /proc/sys/kernel/random/boot_id, recorded for operators
+	Member string // this node's etcd member name, "" if it runs none
+	// StateDir keeps the node lease ID across the reboot.
+	StateDir string
+	Log      *slog.Logger
+	Now      func() time.Time // nil: time.Now
+}
+
+func (o Options) validate() error {
+	for _, f := range []struct{ name, v string }{{"group", o.Group}, {"node", o.Node}} {
+		if f.v == "" || strings.Contains(f.v, "/") {
+			return fmt.Errorf("lock %s %q: must be non-empty and contain no '/'", f.name, f.v)
+		}
+	}
+	if o.Slots < 1 {
+		return fmt.Errorf("lock slots %d: must be at least 1", o.Slots)
+	}
+	if o.TTL < time.Second || o.TTL > math.MaxInt32*time.Second {
+		return fmt.Errorf("lock TTL %v: must be at least 1s", o.TTL)
+	}
+	if o.StateDir == "" {
+		return errors.New("lock state directory not set")
+	}
+	return nil
+}
+
+var (
+	// ErrLeaseExpired: the node lease ran out (agent gone longer than the
+	// reboot budget, or etcd unreachable that long); slot and announcement
+	// are gone.
+	ErrLeaseExpired = errors.New("node lease expired: reboot slot and announcement lost")
+	// ErrNotHolder: a fenced write found that this node does not hold a slot.
+	ErrNotHolder = errors.New("this node does not hold a reboot slot")
+	// ErrDequeued: the node's queue entry vanished while waiting (an operator
+	// ran `update-agent lock release`, or the lease expired).
+	ErrDequeued = errors.New("queue entry was removed while waiting")
+)
+
+// Lock is one node's handle on its group's semaphore.
+type Lock struct {
+	cli *clientv3.Client
+	o   Options
+	log *slog.Logger
+
+	mu   sync.Mutex
+	sess *concurrency.Session
+	// heldRev is the CreateRevision of our key once it holds a slot; it
+	// fences later writes.
+	heldRev int64
+}
+
+// New checks o and returns a Lock; nothing is written to etcd yet.
+func New(cli *clientv3.Client, o Options) (*Lock, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	o.Prefix = strings.TrimRight(o.Prefix, "/")
+	return &Lock{cli: cli, o: o, log: o.Log.With("lock_group", o.Group, "node", o.Node)}, nil
+}
+
+// Keys of a group, see doc.go.
+func groupPrefix(prefix, group string) string { return prefix + "/" + group + "/" }
+func holdersPrefix(prefix, group string) string {
+	return groupPrefix(prefix, group) + "holders/"
+}
+func pendingPrefix(prefix, group string) string {
+	return groupPrefix(prefix, group) + "pending/"
+}
+
+func (l *Lock) holderKey() string  { return holdersPrefix(l.o.Prefix, l.o.Group) + l.o.Node }
+func (l *Lock) pendingKey() string { return pendingPrefix(l.o.Prefix, l.o.Group) + l.o.Node }
+
+// session returns a live node lease: the running one, the one recorded in
+// the state directory (re-adopted after a restart or reboot), or a new one.
+func (l *Lock) session(ctx context.Context) (*concurrency.Session, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sess != nil {
+		select {
+		case <-l.sess.Done():
+			l.log.Error("NODE LEASE LOST: keepalive ended; reboot slot and announcement are gone",
+				"lease_id", fmt.Sprintf("%x", int64(l.sess.Lease())))
+			l.sess, l.heldRev = nil, 0
+		default:
+			return l.sess, nil
+		}
+	}
+	ttl := int(l.o.TTL / time.Second)
+	st, found, err := readLeaseState(l.o.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if found && (st.Group != l.o.Group || st.Node != l.o.Node || st.Prefix != l.o.Prefix) {
+		l.log.Warn("ignoring lease state recorded for another lock",
+			"recorded_group", st.Group, "recorded_node", st.Node, "recorded_prefix", st.Prefix)
+		found = false
+	}
+	if found && st.LeaseID != 0 {
+		id := clientv3.LeaseID(st.LeaseID)
+		s, err := l.adoptLease(ctx, id, ttl)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil {
+			l.sess = s
+			return s, nil
+		}
+		if err := removeLeaseState(l.o.StateDir); err != nil {
+			return nil, err
+		}
+	}
+	s, err := concurrency.NewSession(l.cli, concurrency.WithTTL(ttl), concurrency.WithContext(context.WithoutCancel(ctx)))
+	if err != nil {
+		return nil, fmt.Errorf("granting node lease: %w", err)
+	}
+	st = leaseState{LeaseID: int64(s.Lease()), Group: l.o.Group, Node: l.o.Node, Prefix: l.o.Prefix}
+	if err := writeLeaseState(l.o.StateDir, st); err != nil {
+		s.Close()
+		return nil, err
+	}
+	l.log.Debug("granted node lease", "lease_id", fmt.Sprintf("%x", st.LeaseID), "ttl_s", ttl)
+	l.sess = s
+	return s, nil
+}
+
+// adoptLease resumes keepalives for a recorded lease. It returns nil, nil
+// when the lease has expired, after saying so loudly.
+func (l *Lock) adoptLease(ctx context.Context, id clientv3.LeaseID, ttl int) (*concurrency.Session, error) {
+	resp, err := l.cli.TimeToLive(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("checking recorded node lease %x: %w", int64(id), err)
+	}
+	if resp.TTL > 0 {
+		s, err := concurrency.NewSession(l.cli, concurrency.WithLease(id), concurrency.WithTTL(ttl),
+			concurrency.WithContext(context.WithoutCancel(ctx)))
+		if err != nil {
+			return nil, fmt.Errorf("resuming node lease %x: %w", int64(id), err)
+		}
+		// NewSession does not check the lease: an expired one gives a
+		// session whose Done closes at once. Confirm with one round trip.
+		if ka, err := l.cli.KeepAliveOnce(ctx, id); err == nil && ka.TTL > 0 {
+			l.log.Info("re-adopted node lease", "lease_id", fmt.Sprintf("%x", int64(id)), "ttl_left_s", resp.TTL)
+			return s, nil
+		}
+		s.Orphan()
+	}
+	l.log.Error("NODE LEASE EXPIRED while this node was away: its reboot slot and announcement were released",
+		"lease_id", fmt.Sprintf("%x", int64(id)), "reboot_budget", l.o.TTL)
+	return nil, nil
+}
+
+// Done is closed when the node lease stops being kept alive (expired, or
+// Close). Nil before the lease exists.
+func (l *Lock) Done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sess == nil {
+		return nil
+	}
+	return l.sess.Done()
+}
+
+// LeaseID is the node lease, once there is one.
+func (l *Lock) LeaseID() (clientv3.LeaseID, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sess == nil {
+		return 0, errors.New("no node lease yet")
+	}
+	return l.sess.Lease(), nil
+}
+
+// Close stops keeping the node lease alive but keeps it (and the slot): the
+// agent is stopping for the reboot, or for a restart, and will Adopt again.
+func (l *Lock) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sess != nil {
+		l.sess.Orphan()
+		l.sess = nil
+	}
+}
+
+func (l *Lock) putJSON(ctx context.Context, key string, v any, lease clientv3.LeaseID) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = l.cli.Put(ctx, key, string(b), clientv3.WithLease(lease))
+	return err
+}
+
+// Announce records that this node has target staged and will want a slot.
+func (l *Lock) Announce(ctx context.Context, target string) error {
+	s, err := l.session(ctx)
+	if err != nil {
+		return fmt.Errorf("announcing pending update %s: %w", target, err)
+	}
+	a := Announcement{Node: l.o.Node, Member: l.o.Member, Target: target, AnnouncedAt: l.o.Now().UTC()}
+	if err := l.putJSON(ctx, l.pendingKey(), a, s.Lease()); err != nil {
+		return fmt.Errorf("announcing pending update %s: %w", target, err)
+	}
+	return nil
+}
+
+// Withdraw removes this node's announcement.
+func (l *Lock) Withdraw(ctx context.Context) error {
+	if _, err := l.cli.Delete(ctx, l.pendingKey()); err != nil {
+		return fmt.Errorf("withdrawing pending update announcement: %w", err)
+	}
+	return nil
+}
+
+// Pending lists the group's announcements (this node's included) and the
+// revision they were read at, for WaitPendingChange.
+func (l *Lock) Pending(ctx context.Context) ([]Announcement, int64, error) {
+	resp, err := l.cli.Get(ctx, pendingPrefix(l.o.Prefix, l.o.Group), clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, fmt.Errorf("listing pending updates: %w", err)
+	}
+	var out []Announcement
+	for _, kv := range resp.Kvs {
+		var a Announcement
+		if err := json.Unmarshal(kv.Value, &a); err != nil {
+			l.log.Warn("ignoring unreadable announcement", "key", string(kv.Key), "err", err)
+			continue
+		}
+		out = append(out, a)
+	}
+	return out, resp.Header.Revision, nil
+}
+
+// WaitPendingChange returns when an announcement changed after rev, after
+// maxWait (leadership can move without any key changing), or when ctx ends.
+func (l *Lock) WaitPendingChange(ctx context.Context, rev int64, maxWait time.Duration) error {
+	wctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), maxWait)
+	defer cancel()
+	wch := l.cli.Watch(wctx, pendingPrefix(l.o.Prefix, l.o.Group), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	select {
+	case <-wch:
+	case <-wctx.Done():
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,123 @@
+package lock
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// EntryStatus is one queue entry as operators see it.
+type EntryStatus struct {
+	Record
+	CreateRevision int64         `json:"create_revision"`
+	LeaseID        string        `json:"lease_id"`
+	TTLLeft        time.Duration `json:"ttl_left_ns"`
+	// Age is how long it has held (holders) or waited (waiters).
+	Age time.Duration `json:"age_ns"`
+}
+
+// GroupStatus is one group's queue and announcements.
+type GroupStatus struct {
+	Group   string         `json:"group"`
+	Slots   int            `json:"slots"`
+	Holders []EntryStatus  `json:"holders"`
+	Waiters []EntryStatus  `json:"waiters"`
+	Pending []Announcement `json:"pending"`
+}
+
+// Status reads every group under prefix (or only group, when set). slots is
+// the configured slot count; it splits each queue into holders and waiters.
+func Status(ctx context.Context, cli *clientv3.Client, prefix string, slots int, group string, now time.Time) ([]GroupStatus, error) {
+	prefix = strings.TrimRight(prefix, "/")
+	from := prefix + "/"
+	if group != "" {
+		from = groupPrefix(prefix, group)
+	}
+	resp, err := cli.Get(ctx, from, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("reading lock state under %s: %w", from, err)
+	}
+	groups := map[string]*GroupStatus{}
+	queues := map[string][]EntryStatus{}
+	get := func(g string) *GroupStatus {
+		if groups[g] == nil {
+			groups[g] = &GroupStatus{Group: g, Slots: slots}
+		}
+		return groups[g]
+	}
+	ttls := map[int64]time.Duration{}
+	for _, kv := range resp.Kvs {
+		parts := strings.Split(strings.TrimPrefix(string(kv.Key), prefix+"/"), "/")
+		if len(parts) != 3 {
+			continue
+		}
+		g, kind := parts[0], parts[1]
+		switch kind {
+		case "holders":
+			var rec Record
+			if err := json.Unmarshal(kv.Value, &rec); err != nil {
+				rec = Record{Node: parts[2]}
+			}
+			ttl, ok := ttls[kv.Lease]
+			if !ok && kv.Lease != 0 {
+				if r, err := cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease)); err == nil {
+					ttl = time.Duration(r.TTL) * time.Second
+				}
+				ttls[kv.Lease] = ttl
+			}
+			get(g)
+			queues[g] = append(queues[g], EntryStatus{Record: rec, CreateRevision: kv.CreateRevision,
+				LeaseID: fmt.Sprintf("%x", kv.Lease), TTLLeft: ttl})
+		case "pending":
+			var a Announcement
+			if err := json.Unmarshal(kv.Value, &a); err != nil {
+				a = Announcement{Node: parts[2]}
+			}
+			get(g).Pending = append(get(g).Pending, a)
+		}
+	}
+	var out []GroupStatus
+	for g, gs := range groups {
+		q := queues[g]
+		sort.Slice(q, func(i, j int) bool { return q[i].CreateRevision < q[j].CreateRevision })
+		n := min(slots, len(q))
+		for i := range q {
+			since := q[i].QueuedAt
+			if i < n && !q[i].AcquiredAt.IsZero() {
+				since = q[i].AcquiredAt
+			}
+			if !since.IsZero() {
+				q[i].Age = now.Sub(since)
+			}
+		}
+		gs.Holders, gs.Waiters = q[:n], q[n:]
+		out = append(out, *gs)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out, nil
+}
+
+// ReleaseNode is the operator's override: it removes node's queue entry and
+// announcement in group, freeing its slot at once. An agent still running on
+// that node finds its fenced writes refused. It reports whether anything was
+// there.
+func ReleaseNode(ctx context.Context, cli *clientv3.Client, prefix, group, node string) (bool, error) {
+	prefix = strings.TrimRight(prefix, "/")
+	if group == "" || node == "" || strings.Contains(group+node, "/") {
+		return false, fmt.Errorf("releasing %q in group %q: group and node must be non-empty names", node, group)
+	}
+	resp, err := cli.Txn(ctx).Then(
+		clientv3.OpDelete(holdersPrefix(prefix, group)+node),
+		clientv3.OpDelete(pendingPrefix(prefix, group)+node),
+	).Commit()
+	if err != nil {
+		return false, fmt.Errorf("releasing %s in group %s: %w", node, group, err)
+	}
+	deleted := resp.Responses[0].GetResponseDeleteRange().Deleted + resp.Responses[1].GetResponseDeleteRange().Deleted
+	return deleted > 0, nil
+}
