@@ -5,7 +5,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 BIN      := bin/update-agent
 PKGS     := ./...
 
-.PHONY: help build test lint check e2e bench demo rpm dist clean
+.PHONY: help build test lint check e2e bench demo rpm dist rpm-payload clean
 
 help:
 	@echo "build  - build $(BIN)"
@@ -15,7 +15,8 @@ help:
 	@echo "e2e    - end-to-end tests in a qemu systemd guest"
 	@echo "bench  - staging vs etcd latency, rollouts, lock at scale"
 	@echo "demo   - one full gentle update + coordinated reboot, as a timeline"
-	@echo "rpm    - build the SRPM and RPM"
+	@echo "rpm    - build the SRPM and RPM into $(DISTDIR)/ (dist: the source tarball)"
+	@echo "rpm-payload - build the RPM and unpack its files under $(PAYLOAD_DIR)"
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/update-agent
@@ -30,8 +31,26 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-e2e bench demo rpm dist:
+e2e bench demo:
 	@echo "make $@: not built yet" >&2; exit 1
+
+# Packaging (packaging/rpm.sh): dist = source tarball with vendored modules,
+# rpm = SRPM + RPM built offline from it (runs the spec's %check; pass
+# RPMBUILD_OPTS=--nocheck to skip), rpm-payload = build, then unpack the RPM's
+# files under PAYLOAD_DIR (what the guest e2e installs).
+DISTDIR       ?= dist
+RPMBUILD_OPTS ?=
+PAYLOAD_DIR   ?= $(DISTDIR)/payload
+
+dist:
+	packaging/rpm.sh dist $(DISTDIR)
+
+rpm:
+	packaging/rpm.sh rpm $(DISTDIR) $(RPMBUILD_OPTS)
+
+rpm-payload: rpm
+	rm -rf $(PAYLOAD_DIR)
+	packaging/rpm.sh payload $$(ls $(DISTDIR)/update-agent-[0-9]*.rpm | grep -v '\.src\.rpm$$') $(PAYLOAD_DIR)
 
 clean:
 	rm -rf bin

@@ -1,0 +1,299 @@
+// Package packaging tests the RPM that `make rpm` builds: its file list, the
+// payload against the repository's files, the binary's build flags and the
+// systemd scriptlets. It needs rpmbuild (Debian's rpm package; .ci/run
+// installs it) and skips without it.
+package packaging
+
+import (
+	"bytes"
+	"debug/buildinfo"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// built is one `make rpm-payload` shared by the tests: rpmbuild is the slow part.
+type built struct {
+	root    string // repository root
+	rpm     string // the binary RPM
+	srpm    string
+	tarball string
+	payload string // the RPM's files unpacked
+	version string // the package VERSION tag
+	err     error
+}
+
+var (
+	buildOnce sync.Once
+	build     built
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if build.payload != "" {
+		os.RemoveAll(filepath.Dir(build.payload))
+	}
+	os.Exit(code)
+}
+
+func run(dir, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s %s: %w\n%s%s", name, strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+func mustRun(t *testing.T, dir, name string, args ...string) string {
+	t.Helper()
+	out, err := run(dir, name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// getBuild builds the packages once (without %check: `make rpm` runs it, and
+// the unit tests run in this same `go test` anyway).
+func getBuild(t *testing.T) *built {
+	t.Helper()
+	if _, err := exec.LookPath("rpmbuild"); err != nil {
+		t.Skip("rpmbuild not found: install Debian's rpm package (.ci/run does)")
+	}
+	buildOnce.Do(func() {
+		b := &build
+		root, err := filepath.Abs("../..")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.root = root
+		tmp, err := os.MkdirTemp("", "update-agent-rpm-test-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		distdir := filepath.Join(tmp, "dist")
+		b.payload = filepath.Join(tmp, "payload")
+		if _, b.err = run(root, "make", "--no-print-directory", "rpm-payload",
+			"DISTDIR="+distdir, "PAYLOAD_DIR="+b.payload, "RPMBUILD_OPTS=--nocheck"); b.err != nil {
+			return
+		}
+		for _, pattern := range []string{"*.src.rpm", "update-agent-[0-9]*." + rpmArch() + ".rpm", "*.tar.gz"} {
+			m, _ := filepath.Glob(filepath.Join(distdir, pattern))
+			if len(m) != 1 {
+				b.err = fmt.Errorf("want one %s in %s, found %q", pattern, distdir, m)
+				return
+			}
+			switch pattern {
+			case "*.src.rpm":
+				b.srpm = m[0]
+			case "*.tar.gz":
+				b.tarball = m[0]
+			default:
+				b.rpm = m[0]
+			}
+		}
+		b.version, b.err = run(root, "rpm", "-qp", "--qf", "%{VERSION}", b.rpm)
+	})
+	if build.err != nil {
+		t.Fatalf("building the RPM: %v", build.err)
+	}
+	return &build
+}
+
+func rpmArch() string {
+	switch runtime.GOARCH {
+	case "amd64":
+		return "x86_64"
+	case "arm64":
+		return "aarch64"
+	default:
+		return runtime.GOARCH
+	}
+}
+
+// trackedUnder lists the git-tracked files under dir (what `make dist` packs).
+func trackedUnder(t *testing.T, root, dir string) []string {
+	t.Helper()
+	out := mustRun(t, root, "git", "ls-files", "--", dir)
+	return strings.Fields(out)
+}
+
+const docdir = "/usr/share/doc/update-agent"
+
+// installed maps each packaged regular file to its source in the repository.
+func installed(t *testing.T, root string) map[string]string {
+	m := map[string]string{
+		"/usr/lib/systemd/system/update-agent.service":          "units/update-agent.service",
+		"/usr/lib/systemd/system-preset/90-update-agent.preset": "units/90-update-agent.preset",
+		"/usr/lib/tmpfiles.d/update-agent.conf":                 "units/update-agent.tmpfiles.conf",
+		"/usr/lib/update-agent/config.d/00-defaults.toml":       "packaging/config.d/00-defaults.toml",
+		docdir + "/README.md":                                   "README.md",
+		"/usr/share/licenses/update-agent/LICENSE":              "packaging/LICENSE",
+	}
+	examples := trackedUnder(t, root, "packaging/examples")
+	if len(examples) == 0 {
+		t.Fatal("no files under packaging/examples")
+	}
+	for _, f := range examples {
+		m[docdir+"/examples/"+strings.TrimPrefix(f, "packaging/examples/")] = f
+	}
+	return m
+}
+
+// buildIDLink matches rpm's /usr/lib/.build-id links to the binary, whose
+// names depend on the build.
+var buildIDLink = regexp.MustCompile(`^/usr/lib/\.build-id(/[0-9a-f]{2}(/[0-9a-f]{38})?)?$`)
+
+func TestFileList(t *testing.T) {
+	b := getBuild(t)
+	want := map[string]bool{
+		"/usr/bin/update-agent":            true,
+		"/etc/update-agent":                true,
+		"/etc/update-agent/config.d":       true,
+		"/usr/lib/update-agent":            true,
+		"/usr/lib/update-agent/config.d":   true,
+		docdir:                             true,
+		"/usr/share/licenses/update-agent": true,
+	}
+	for dst := range installed(t, b.root) {
+		want[dst] = true
+		// Directories below the doc dir come with %doc.
+		for d := path.Dir(dst); strings.HasPrefix(d, docdir+"/"); d = path.Dir(d) {
+			want[d] = true
+		}
+	}
+	var got, unexpected []string
+	for _, f := range strings.Split(strings.TrimSpace(mustRun(t, b.root, "rpm", "-qlp", b.rpm)), "\n") {
+		got = append(got, f)
+		switch {
+		case want[f]:
+			delete(want, f)
+		case buildIDLink.MatchString(f):
+		default:
+			unexpected = append(unexpected, f)
+		}
+	}
+	var missing []string
+	for f := range want {
+		missing = append(missing, f)
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 || len(unexpected) > 0 {
+		t.Errorf("rpm -qlp: missing %q, unexpected %q; full list:\n%s", missing, unexpected, strings.Join(got, "\n"))
+	}
+}
+
+func TestFileAttributes(t *testing.T) {
+	b := getBuild(t)
+	out := mustRun(t, b.root, "rpm", "-qp", "--qf", `[%{FILENAMES} %{FILEMODES:perms} %{FILEUSERNAME}:%{FILEGROUPNAME}\n]`, b.rpm)
+	modes := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			t.Fatalf("unexpected line %q", line)
+		}
+		if f[2] != "root:root" {
+			t.Errorf("%s owned by %s, want root:root", f[0], f[2])
+		}
+		modes[f[0]] = f[1]
+	}
+	for file, want := range map[string]string{
+		"/usr/bin/update-agent":                           "-rwxr-xr-x",
+		"/usr/lib/systemd/system/update-agent.service":    "-rw-r--r--",
+		"/etc/update-agent/config.d":                      "drwxr-xr-x",
+		"/usr/lib/update-agent/config.d/00-defaults.toml": "-rw-r--r--",
+	} {
+		if modes[file] != want {
+			t.Errorf("%s: mode %q, want %q", file, modes[file], want)
+		}
+	}
+}
+
+// TestPayload checks that what the package installs is the repository's files
+// and a binary built the way the spec says.
+func TestPayload(t *testing.T) {
+	b := getBuild(t)
+	for dst, src := range installed(t, b.root) {
+		want, err := os.ReadFile(filepath.Join(b.root, src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(b.payload, dst))
+		if err != nil {
+			t.Errorf("payload: %v", err)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("payload %s differs from %s", dst, src)
+		}
+	}
+	if entries, err := os.ReadDir(filepath.Join(b.payload, "etc/update-agent/config.d")); err != nil || len(entries) != 0 {
+		t.Errorf("/etc/update-agent/config.d should exist and be empty: %v, %d entries", err, len(entries))
+	}
+
+	bin := filepath.Join(b.payload, "usr/bin/update-agent")
+	if out := mustRun(t, b.root, bin, "version"); strings.TrimSpace(out) != "update-agent "+b.version {
+		t.Errorf("update-agent version printed %q, want the package version %q", out, b.version)
+	}
+	if want := strings.TrimSpace(mustRun(t, b.root, "packaging/rpm.sh", "version")); b.version != want {
+		t.Errorf("package version %q, rpm.sh version says %q", b.version, want)
+	}
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	if settings["-trimpath"] != "true" {
+		t.Errorf("binary not built with -trimpath: %v", info.Settings)
+	}
+	if runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64" {
+		if settings["-buildmode"] != "pie" {
+			t.Errorf("binary not built with -buildmode=pie: %v", info.Settings)
+		}
+	}
+	if _, ok := settings["vcs.revision"]; ok {
+		t.Errorf("binary stamped with VCS data of the build directory: %v", info.Settings)
+	}
+}
+
+// TestSources checks that the source package is self-contained: the tarball
+// carries vendored modules and the spec at the packaged version, and the
+// repository does not carry vendor/.
+func TestSources(t *testing.T) {
+	b := getBuild(t)
+	srpmFiles := strings.Fields(mustRun(t, b.root, "rpm", "-qlp", b.srpm))
+	sort.Strings(srpmFiles)
+	if want := []string{filepath.Base(b.tarball), "update-agent.spec"}; strings.Join(srpmFiles, " ") != strings.Join(want, " ") {
+		t.Errorf("SRPM holds %q, want %q", srpmFiles, want)
+	}
+	top := "update-agent-" + b.version + "/"
+	list := mustRun(t, b.root, "tar", "-tzf", b.tarball)
+	for _, f := range []string{top + "vendor/modules.txt", top + "go.mod", top + "update-agent.spec", top + "cmd/update-agent/main.go"} {
+		if !strings.Contains("\n"+list, "\n"+f+"\n") {
+			t.Errorf("tarball lacks %s", f)
+		}
+	}
+	spec := mustRun(t, b.root, "tar", "-xzOf", b.tarball, top+"update-agent.spec")
+	if !regexp.MustCompile(`(?m)^Version:\s+` + regexp.QuoteMeta(b.version) + `$`).MatchString(spec) {
+		t.Errorf("tarball's spec does not carry Version %s", b.version)
+	}
+	if tracked := trackedUnder(t, b.root, "vendor"); len(tracked) > 0 {
+		t.Errorf("the repository carries vendor/: %q", tracked)
+	}
+}
