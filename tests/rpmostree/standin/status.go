@@ -1,0 +1,126 @@
+package standin
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// statusDeployment has the keys of rpm-ostree's deployment variant that an
+// ostree-origin, non-layered deployment carries. It deliberately has no
+// "finalization-locked": since rpm-ostree 2024.6 the key is absent even for
+// a locked deployment, and clients must not depend on it.
+type statusDeployment struct {
+	ID                      string            `json:"id"`
+	OSName                  string            `json:"osname"`
+	Serial                  int               `json:"serial"`
+	Checksum                string            `json:"checksum"`
+	Version                 string            `json:"version,omitempty"`
+	Timestamp               uint64            `json:"timestamp"`
+	Origin                  string            `json:"origin"`
+	Booted                  bool              `json:"booted"`
+	Staged                  bool              `json:"staged"`
+	Pinned                  bool              `json:"pinned"`
+	Unlocked                string            `json:"unlocked"`
+	GPGEnabled              bool              `json:"gpg-enabled"`
+	RegenerateInitramfs     bool              `json:"regenerate-initramfs"`
+	BaseCommitMeta          map[string]any    `json:"base-commit-meta"`
+	Packages                []string          `json:"packages"`
+	RequestedPackages       []string          `json:"requested-packages"`
+	RequestedLocalPackages  []string          `json:"requested-local-packages"`
+	BaseRemovals            []string          `json:"base-removals"`
+	BaseLocalReplacements   []string          `json:"base-local-replacements"`
+	BaseRemoteReplacements  map[string]string `json:"base-remote-replacements"`
+	RequestedBaseRemovals   []string          `json:"requested-base-removals"`
+	Modules                 []string          `json:"modules"`
+	RequestedModules        []string          `json:"requested-modules"`
+	RequestedModulesEnabled []string          `json:"requested-modules-enabled"`
+}
+
+type statusJSON struct {
+	Deployments  []statusDeployment `json:"deployments"`
+	Transaction  []string           `json:"transaction"`
+	CachedUpdate any                `json:"cached-update"`
+	UpdateDriver *Driver            `json:"update-driver"`
+}
+
+func toStatus(d Dep, booted, staged bool) statusDeployment {
+	meta := map[string]any{"ostree.bootable": true}
+	if d.Version != "" {
+		meta["version"] = d.Version
+	}
+	e := []string{}
+	return statusDeployment{
+		ID: d.ID(), OSName: d.OSName, Serial: d.Serial, Checksum: d.Checksum,
+		Version: d.Version, Timestamp: d.Timestamp, Origin: d.Origin,
+		Booted: booted, Staged: staged, Pinned: d.Pinned, Unlocked: "none",
+		BaseCommitMeta: meta, Packages: e, RequestedPackages: e, RequestedLocalPackages: e,
+		BaseRemovals: e, BaseLocalReplacements: e, BaseRemoteReplacements: map[string]string{},
+		RequestedBaseRemovals: e, Modules: e, RequestedModules: e, RequestedModulesEnabled: e,
+	}
+}
+
+// status builds `status --json`: staged first, then booted, then rollback.
+func (d *Daemon) status() (json.RawMessage, error) {
+	deps, err := d.cfg.loadDeployments()
+	if err != nil {
+		return nil, err
+	}
+	staged, err := d.cfg.loadStaged()
+	if err != nil {
+		return nil, err
+	}
+	drv, err := d.cfg.loadDriver()
+	if err != nil {
+		return nil, err
+	}
+	st := statusJSON{Deployments: []statusDeployment{}, UpdateDriver: drv}
+	if staged != nil {
+		st.Deployments = append(st.Deployments, toStatus(staged.Deployment, false, true))
+	}
+	st.Deployments = append(st.Deployments, toStatus(deps.Booted, true, false))
+	if deps.Rollback != nil {
+		st.Deployments = append(st.Deployments, toStatus(*deps.Rollback, false, false))
+	}
+	if t := d.activeTxn(); t != nil {
+		st.Transaction = []string{t.method, t.sender, "/org/projectatomic/rpmostree1/" + strings.ReplaceAll(deps.Booted.OSName, "-", "_")}
+	}
+	return json.MarshalIndent(st, "", "  ")
+}
+
+// FormatStatus renders status JSON as rpm-ostree's human output.
+func FormatStatus(b []byte, onlyBooted bool) (string, error) {
+	var st statusJSON
+	if err := json.Unmarshal(b, &st); err != nil {
+		return "", err
+	}
+	var w strings.Builder
+	state := "idle"
+	if len(st.Transaction) > 0 {
+		state = "busy"
+	}
+	fmt.Fprintf(&w, "State: %s\n", state)
+	if st.UpdateDriver != nil {
+		fmt.Fprintf(&w, "AutomaticUpdatesDriver: %s (%s)\n", st.UpdateDriver.Name, st.UpdateDriver.Unit)
+	}
+	fmt.Fprintf(&w, "Deployments:\n")
+	for _, d := range st.Deployments {
+		if onlyBooted && !d.Booted {
+			continue
+		}
+		mark := " "
+		if d.Booted {
+			mark = "●"
+		}
+		fmt.Fprintf(&w, "%s %s\n", mark, d.Origin)
+		ts := time.Unix(int64(d.Timestamp), 0).UTC().Format(time.RFC3339)
+		fmt.Fprintf(&w, "                  Version: %s (%s)\n", d.Version, ts)
+		fmt.Fprintf(&w, "                   Commit: %s\n", d.Checksum)
+		if d.Staged {
+			fmt.Fprintf(&w, "                   Staged: yes\n")
+		}
+		fmt.Fprintln(&w)
+	}
+	return w.String(), nil
+}

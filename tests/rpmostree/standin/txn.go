@@ -1,0 +1,286 @@
+package standin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// target is what a staging transaction resolved: where from and which commit.
+type target struct {
+	refspec string
+	remote  string
+	ref     string
+	src     string // local path of the file:// remote
+	csum    string
+}
+
+// resolve finds the commit refspec (or revision) designates in its remote.
+func (d *Daemon) resolve(ctx context.Context, refspec, revision string) (target, error) {
+	remote, ref, err := splitRefspec(refspec)
+	if err != nil {
+		return target{}, err
+	}
+	src, err := d.ostree.remotePath(ctx, d.cfg.repo(), remote)
+	if err != nil {
+		return target{}, err
+	}
+	t := target{refspec: refspec, remote: remote, ref: ref, src: src}
+	rev := ref
+	if revision != "" {
+		rev = revision
+	}
+	t.csum, err = d.ostree.revParse(ctx, src, rev)
+	if err != nil {
+		return target{}, fmt.Errorf("Fetching checksum %s: %w", rev, err)
+	}
+	return t, nil
+}
+
+// current returns the deployment new ones are based on (rpm-ostree's merge
+// deployment: the staged one if any, else the booted one).
+func (d *Daemon) current() (Deployments, *Staged, Dep, error) {
+	deps, err := d.cfg.loadDeployments()
+	if err != nil {
+		return deps, nil, Dep{}, err
+	}
+	staged, err := d.cfg.loadStaged()
+	if err != nil {
+		return deps, nil, Dep{}, err
+	}
+	cur := deps.Booted
+	if staged != nil {
+		cur = staged.Deployment
+	}
+	return deps, staged, cur, nil
+}
+
+// check is `upgrade --check`: is the origin's tip a different commit than
+// the booted one? It reads the remote without writing to the host.
+func (d *Daemon) check(ctx context.Context, _ Request, _ func(string, ...any)) (Event, error) {
+	deps, err := d.cfg.loadDeployments()
+	if err != nil {
+		return Event{}, err
+	}
+	t, err := d.resolve(ctx, deps.Booted.Origin, "")
+	if err != nil {
+		return Event{}, err
+	}
+	if t.csum == deps.Booted.Checksum {
+		return Event{}, nil
+	}
+	v, ts, err := d.ostree.commitInfo(ctx, t.src, t.csum)
+	if err != nil {
+		return Event{}, err
+	}
+	return Event{Update: &UpdateInfo{Checksum: t.csum, Version: v, Timestamp: ts}}, nil
+}
+
+// deploy is `deploy REVISION`, possibly registering the update driver.
+func (d *Daemon) deploy(ctx context.Context, req Request, emit func(string, ...any)) (Event, error) {
+	if req.RegisterDriver != "" {
+		if req.CallerUnit == "" {
+			return Event{}, errors.New("could not find caller systemd unit")
+		}
+		if err := writeJSON(d.cfg.driverFile(), Driver{Name: req.RegisterDriver, Unit: req.CallerUnit}); err != nil {
+			return Event{}, err
+		}
+		d.log.Info("registered update driver", "driver", req.RegisterDriver, "systemd_unit", req.CallerUnit)
+		if !req.HasRevision || req.Revision == "" {
+			emit("Empty string revision found; registering update driver only")
+			return Event{}, nil
+		}
+	}
+	return d.stage(ctx, req, emit)
+}
+
+// stage is upgrade, deploy and rebase: pull the target into the host repo,
+// check it out as a new deployment, record it as staged in the run dir.
+func (d *Daemon) stage(ctx context.Context, req Request, emit func(string, ...any)) (Event, error) {
+	deps, old, cur, err := d.current()
+	if err != nil {
+		return Event{}, err
+	}
+	refspec := cur.Origin
+	if req.Verb == "rebase" {
+		refspec = req.Refspec
+		if !strings.Contains(refspec, ":") {
+			remote, _, _ := strings.Cut(cur.Origin, ":")
+			refspec = remote + ":" + refspec
+		}
+		emit("Updating from: %s", refspec)
+	}
+	t, err := d.resolve(ctx, refspec, req.Revision)
+	if err != nil {
+		return Event{}, err
+	}
+	if t.csum == cur.Checksum && refspec == cur.Origin {
+		// The trap this stand-in must keep: nothing changes, so a staged
+		// deployment keeps whatever lock state it had.
+		if req.Verb == "upgrade" {
+			emit("No upgrade available.")
+		} else {
+			emit("No change.")
+		}
+		return Event{}, nil
+	}
+	version, ts, err := d.ostree.commitInfo(ctx, t.src, t.csum)
+	if err != nil {
+		return Event{}, err
+	}
+	if req.Verb == "upgrade" && !req.AllowDowngrade && ts < cur.Timestamp {
+		return Event{}, fmt.Errorf("Upgrade target revision '%s' with timestamp '%s' is chronologically older than current revision '%s' with timestamp '%s'; use --allow-downgrade to permit",
+			t.csum, fmtTS(ts), cur.Checksum, fmtTS(cur.Timestamp))
+	}
+	if err := sleepCtx(ctx, d.cfg.PullDelay); err != nil {
+		return Event{}, err
+	}
+	emit("Receiving objects for %s", t.csum)
+	if req.Revision != "" {
+		err = d.ostree.pullCommit(ctx, d.cfg.repo(), t.src, t.csum)
+	} else {
+		var got string
+		got, err = d.ostree.pullRef(ctx, d.cfg.repo(), t.src, t.remote, t.ref)
+		t.csum = got
+	}
+	if err != nil {
+		return Event{}, err
+	}
+	nd := Dep{OSName: cur.OSName, Checksum: t.csum, Origin: refspec, Version: version, Timestamp: ts}
+	var prev *Dep
+	if old != nil {
+		prev = &old.Deployment
+	}
+	nd.Serial = nextSerial(nd.Checksum, &deps.Booted, deps.Rollback)
+	dir := d.cfg.checkoutDir(nd)
+	if prev != nil && d.cfg.checkoutDir(*prev) == dir {
+		nd.Serial++ // never write over the checkout being replaced
+		dir = d.cfg.checkoutDir(nd)
+	}
+	tmp := filepath.Join(filepath.Dir(dir), ".tmp-"+filepath.Base(dir))
+	_ = removeTree(tmp)
+	userMode := d.ostree.isUserMode(ctx, d.cfg.repo())
+	if err := d.ostree.checkout(ctx, d.cfg.repo(), t.csum, tmp, userMode); err != nil {
+		_ = removeTree(tmp)
+		return Event{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		_ = removeTree(tmp)
+		return Event{}, err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return Event{}, err
+	}
+	if err := writeJSON(d.cfg.stagedFile(), Staged{Deployment: nd, Locked: req.LockFinalization}); err != nil {
+		return Event{}, err
+	}
+	if prev != nil {
+		_ = removeTree(d.cfg.checkoutDir(*prev))
+	}
+	emit("Staging deployment...done")
+	if req.LockFinalization {
+		emit("Deployment is locked for finalization")
+	}
+	d.log.Info("staged deployment", "id", nd.ID(), "locked", req.LockFinalization)
+	return Event{Changed: true}, nil
+}
+
+// finalize is `finalize-deployment`, with upstream's checks in upstream's
+// order: staged?, checksum, inhibitors, lock.
+func (d *Daemon) finalize(ctx context.Context, req Request, _ func(string, ...any)) (Event, error) {
+	staged, err := d.cfg.loadStaged()
+	if err != nil {
+		return Event{}, err
+	}
+	if staged == nil {
+		return Event{}, errors.New("No pending staged deployment found")
+	}
+	sum := staged.Deployment.Checksum
+	if !req.AllowMissing && req.Checksum == "" {
+		return Event{}, errors.New("Missing expected checksum")
+	}
+	if req.Checksum != "" && req.Checksum != sum {
+		return Event{}, fmt.Errorf("Expected staged base checksum %s, but found %s", req.Checksum, sum)
+	}
+	if err := d.checkInhibitors(ctx); err != nil {
+		return Event{}, err
+	}
+	if !staged.Locked {
+		if !req.AllowUnlocked {
+			return Event{}, errors.New("Staged deployment already unlocked")
+		}
+	} else {
+		staged.Locked = false
+		if err := writeJSON(d.cfg.stagedFile(), staged); err != nil {
+			return Event{}, fmt.Errorf("Failed to unlock finalization of staged deployment: %w", err)
+		}
+	}
+	d.log.Info(fmt.Sprintf("Finalized deployment; rebooting into %s", sum))
+	d.mu.Lock()
+	d.rebooting = true
+	d.mu.Unlock()
+	return Event{}, nil
+}
+
+// cleanup is `cleanup -p/-r`: drop the staged and/or rollback deployment.
+func (d *Daemon) cleanup(_ context.Context, req Request, emit func(string, ...any)) (Event, error) {
+	changed := false
+	if req.CleanupPending {
+		staged, err := d.cfg.loadStaged()
+		if err != nil {
+			return Event{}, err
+		}
+		if staged != nil {
+			if err := os.Remove(d.cfg.stagedFile()); err != nil {
+				return Event{}, err
+			}
+			if err := removeTree(d.cfg.checkoutDir(staged.Deployment)); err != nil {
+				return Event{}, err
+			}
+			d.log.Info("removed staged deployment", "id", staged.Deployment.ID())
+			changed = true
+		}
+	}
+	if req.CleanupRollback {
+		deps, err := d.cfg.loadDeployments()
+		if err != nil {
+			return Event{}, err
+		}
+		if rb := deps.Rollback; rb != nil {
+			deps.Rollback = nil
+			if err := writeJSON(d.cfg.deploymentsFile(), deps); err != nil {
+				return Event{}, err
+			}
+			if err := removeTree(d.cfg.checkoutDir(*rb)); err != nil {
+				return Event{}, err
+			}
+			changed = true
+		}
+	}
+	if !changed {
+		emit("Deployments unchanged.")
+	}
+	return Event{Changed: changed}, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func fmtTS(ts uint64) string {
+	return time.Unix(int64(ts), 0).UTC().Format("2006-01-02T15:04:05Z")
+}
