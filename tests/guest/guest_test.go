@@ -1,0 +1,171 @@
+package guest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAccelFor(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		cpuinfo  string
+		kvmOpens bool
+		want     string
+	}{
+		{"intel with kvm", "flags\t\t: fpu vme vmx sse\n", true, "kvm"},
+		{"amd with kvm", "flags\t\t: fpu svm sse\n", true, "kvm"},
+		{"pvm device without vmx/svm", "flags\t\t: fpu vme sse hypervisor\n", true, "tcg"},
+		{"vmx but /dev/kvm closed", "flags\t\t: fpu vmx\n", false, "tcg"},
+		{"vmx only in another field", "model name\t: vmx-like cpu\nflags\t\t: fpu\n", true, "tcg"},
+	} {
+		if got := accelFor([]byte(tc.cpuinfo), tc.kvmOpens); got != tc.want {
+			t.Errorf("%s: accelFor = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestQemuArgs(t *testing.T) {
+	c := qemuConfig{
+		accel: "tcg", cpus: 2, memMiB: 3584, port: 40022,
+		kernel: "/c/vmlinuz", initrd: "/c/initrd.img", rootOverlay: "/g/root.qcow2", dataDisk: "/g/data.raw",
+		dataIOPS: 300, dataBPS: 50_000_000, dataCache: "writeback",
+		console: "/g/console.log", qmpSock: "/g/qmp.sock", pidf: "/g/qemu.pid",
+	}
+	args := qemuArgs(c)
+	joined := strings.Join(args, " ")
+	for _, want := range []string{
+		"-accel tcg,thread=multi",
+		"-smp 2", "-m 3584",
+		"-kernel /c/vmlinuz", "-initrd /c/initrd.img",
+		"throttling.iops-total=300,throttling.bps-total=50000000",
+		"restrict=on,hostfwd=tcp:127.0.0.1:40022-:22",
+		"file=/g/root.qcow2,format=qcow2",
+		"-qmp unix:/g/qmp.sock,server=on,wait=off",
+		"id=" + dataDiskID,
+	} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("qemu args lack %q:\n%s", want, joined)
+		}
+	}
+	i := slices.Index(args, "-append")
+	if i < 0 || !strings.Contains(args[i+1], "systemd.unified_cgroup_hierarchy=1") {
+		t.Errorf("kernel command line lacks cgroup v2: %v", args)
+	}
+	if slices.Contains(args, "host") {
+		t.Errorf("TCG must not use -cpu host: %s", joined)
+	}
+	c.accel = "kvm"
+	if j := strings.Join(qemuArgs(c), " "); !strings.Contains(j, "-accel kvm -cpu host") {
+		t.Errorf("kvm args: %s", j)
+	}
+}
+
+func TestParseJournal(t *testing.T) {
+	in := `{"MESSAGE":"update-agent starting","VERSION":"1.2","_BOOT_ID":"b1"}
+
+{"MESSAGE":[104,105],"PRIORITY":"6"}
+`
+	got, err := parseJournal([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0]["VERSION"] != "1.2" || got[1]["PRIORITY"] != "6" {
+		t.Fatalf("parseJournal = %v", got)
+	}
+	if _, err := parseJournal([]byte("{\"A\":1}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("bad line: err = %v, want one naming line 2", err)
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	for _, s := range []string{"plain", "with space", "it's", `$HOME "x" \n`, ""} {
+		out, err := exec.Command("sh", "-c", "printf %s "+ShellQuote(s)).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out) != s {
+			t.Errorf("ShellQuote(%q) came back as %q", s, out)
+		}
+	}
+}
+
+// fakeQMP serves the QMP handshake and answers one command, emitting an
+// event first as qemu may.
+func fakeQMP(t *testing.T, answer func(req map[string]any) string) (string, <-chan map[string]any) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "qmp.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	got := make(chan map[string]any, 1)
+	go func() {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		r := bufio.NewReader(conn)
+		conn.Write([]byte(`{"QMP": {"version": {}, "capabilities": []}}` + "\n"))
+		for {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			var req map[string]any
+			json.Unmarshal(line, &req)
+			if req["execute"] == "qmp_capabilities" {
+				conn.Write([]byte(`{"return": {}}` + "\n"))
+				continue
+			}
+			got <- req
+			conn.Write([]byte(`{"event": "RESUME", "data": {}}` + "\n" + answer(req) + "\n"))
+		}
+	}()
+	return sock, got
+}
+
+func TestQMPCall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sock, got := fakeQMP(t, func(map[string]any) string {
+		return `{"return": [{"qdev": "/machine/peripheral/vdata/virtio-backend"}]}`
+	})
+	ret, err := qmpCall(ctx, sock, "block_set_io_throttle", map[string]any{"id": dataDiskID, "iops": 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := <-got
+	args, _ := req["arguments"].(map[string]any)
+	if req["execute"] != "block_set_io_throttle" || args["iops"] != float64(100) || args["id"] != dataDiskID {
+		t.Errorf("request = %v", req)
+	}
+	if !strings.Contains(string(ret), "vdata") {
+		t.Errorf("return = %s", ret)
+	}
+
+	sock, _ = fakeQMP(t, func(map[string]any) string {
+		return `{"error": {"class": "GenericError", "desc": "Device 'nope' not found"}}`
+	})
+	if _, err := qmpCall(ctx, sock, "block_set_io_throttle", nil); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("error reply: err = %v", err)
+	}
+}
+
+func TestContainsPathElem(t *testing.T) {
+	if !containsPathElem("/machine/peripheral/vdata/virtio-backend", "vdata") {
+		t.Error("vdata not found in its QOM path")
+	}
+	if containsPathElem("/machine/peripheral/vdata2/virtio-backend", "vdata") {
+		t.Error("vdata2 matched vdata")
+	}
+}
