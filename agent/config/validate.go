@@ -24,8 +24,12 @@ import (
 // low floor keeps short TTLs usable in tests.)
 const MinRebootLeaseTTL = 5 * time.Second
 
-// minByteValue catches a forgotten suffix: "256" is 256 bytes, not 256M.
-const minByteValue = 1 << 20
+// The smallest memory size and bandwidth accepted ("1M" in their bases):
+// they catch a forgotten suffix, as "256" is 256 bytes, not 256M.
+const (
+	minMemory    = 1 << 20
+	minBandwidth = 1_000_000
+)
 
 var (
 	nameRe   = regexp.MustCompile(`^[a-zA-Z0-9.-]+$`)
@@ -62,6 +66,20 @@ type checker struct {
 
 func (k *checker) fail(key, format string, args ...any) {
 	k.errs = append(k.errs, &FieldError{File: k.c.src.File(key), Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// failRel reports a rule between keys. It names the file of the first key
+// that some file set, so that "required when ..." points at the fragment
+// that made it required rather than at "default".
+func (k *checker) failRel(key string, related []string, format string, args ...any) {
+	file := k.c.src.File(key)
+	for _, r := range related {
+		if file != DefaultSource {
+			break
+		}
+		file = k.c.src.File(r)
+	}
+	k.errs = append(k.errs, &FieldError{File: file, Key: key, Msg: fmt.Sprintf(format, args...)})
 }
 
 func (k *checker) warn(key, format string, args ...any) {
@@ -149,7 +167,7 @@ func (k *checker) updates(u *Updates) {
 	k.oneOf("updates.source", u.Source, []string{SourceOrigin, SourceImage})
 	switch {
 	case u.Source == SourceImage && u.Image == "":
-		k.fail("updates.image", "required when updates.source is \"image\"")
+		k.failRel("updates.image", []string{"updates.source"}, "required when updates.source is \"image\"")
 	case u.Image != "" && !slices.ContainsFunc(imageTransports, func(t string) bool {
 		return strings.HasPrefix(u.Image, t) && len(u.Image) > len(t)
 	}):
@@ -170,10 +188,10 @@ func (k *checker) staging(s *Staging) {
 		k.fail("staging.cpu_weight", "must be 1-10000 or \"idle\", got %d", s.CPUWeight)
 	}
 	k.intRange("staging.nice", s.Nice, -20, 19)
-	if s.MemoryHigh != 0 && s.MemoryHigh < minByteValue {
+	if s.MemoryHigh != 0 && s.MemoryHigh < minMemory {
 		k.fail("staging.memory_high", "must be \"infinity\" or >= 1M, got %s bytes (missing K/M/G suffix?)", strconv.FormatUint(uint64(s.MemoryHigh), 10))
 	}
-	if s.IOWriteBandwidthMax != 0 && s.IOWriteBandwidthMax < minByteValue {
+	if s.IOWriteBandwidthMax != 0 && s.IOWriteBandwidthMax < minBandwidth {
 		k.fail("staging.io_write_bandwidth_max", "must be \"\" (no cap) or >= 1M, got %s bytes/s (missing K/M/G suffix?)", strconv.FormatUint(uint64(s.IOWriteBandwidthMax), 10))
 	}
 	k.oneOf("staging.scheduler", s.Scheduler, ioScheds)
@@ -189,7 +207,7 @@ func (k *checker) staging(s *Staging) {
 	}
 	k.nonNegative("staging.etcd_io_latency_target", s.EtcdIOLatencyTarget)
 	if s.EtcdIOLatencyTarget > 0 && k.c.Etcd.LocalUnit == "" {
-		k.fail("staging.etcd_io_latency_target", "needs etcd.local_unit (the unit to set it on)")
+		k.failRel("staging.etcd_io_latency_target", []string{"etcd.local_unit"}, "needs etcd.local_unit (the unit to set it on)")
 	}
 	k.positive("staging.timeout", s.Timeout)
 }
@@ -210,7 +228,7 @@ func (k *checker) guard(g *Guard) {
 	k.positive("guard.interval", g.Interval)
 	k.positive("guard.window", g.Window)
 	if g.Interval > 0 && g.Window < g.Interval {
-		k.fail("guard.window", "must be >= guard.interval (%s), got %q", g.Interval, g.Window.String())
+		k.failRel("guard.window", []string{"guard.interval"}, "must be >= guard.interval (%s), got %q", g.Interval, g.Window.String())
 	}
 	k.positive("guard.max_freeze", g.MaxFreeze)
 	k.positive("guard.max_total_pause", g.MaxTotalPause)
@@ -236,7 +254,7 @@ func (k *checker) lock(l *Lock) {
 
 func (k *checker) etcd(e *Etcd) {
 	if len(e.Endpoints) == 0 && k.c.Lock.Enabled {
-		k.fail("etcd.endpoints", "at least one endpoint is needed while lock.enabled is true")
+		k.failRel("etcd.endpoints", []string{"lock.enabled"}, "at least one endpoint is needed while lock.enabled is true")
 	}
 	schemes := map[string]bool{}
 	for i, ep := range e.Endpoints {
@@ -258,14 +276,14 @@ func (k *checker) etcd(e *Etcd) {
 		}
 		k.readable(f.key, f.path)
 		if len(schemes) > 0 && !schemes["https"] {
-			k.fail(f.key, "set, but no endpoint uses https")
+			k.failRel(f.key, []string{"etcd.endpoints"}, "set, but no endpoint uses https")
 		}
 	}
 	if (e.CertFile == "") != (e.KeyFile == "") {
-		k.fail("etcd.key_file", "etcd.cert_file and etcd.key_file must be set together")
+		k.failRel("etcd.key_file", []string{"etcd.cert_file"}, "etcd.cert_file and etcd.key_file must be set together")
 	}
 	if (e.Username == "") != (e.PasswordFile == "") {
-		k.fail("etcd.password_file", "etcd.username and etcd.password_file must be set together")
+		k.failRel("etcd.password_file", []string{"etcd.username"}, "etcd.username and etcd.password_file must be set together")
 	}
 	if e.PasswordFile != "" {
 		k.readable("etcd.password_file", e.PasswordFile)
@@ -283,10 +301,7 @@ func (k *checker) etcd(e *Etcd) {
 // port and no path.
 func checkURL(s string, endpoint bool) error {
 	u, err := url.Parse(s)
-	if err != nil {
-		return fmt.Errorf("not a URL: %q", s)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return fmt.Errorf("must be an http:// or https:// URL, got %q", s)
 	}
 	if u.Hostname() == "" {
@@ -327,7 +342,7 @@ func (k *checker) reboot(r *Reboot) {
 	}
 	switch {
 	case r.Strategy == StrategyPeriodic && len(r.Windows) == 0:
-		k.fail("reboot.windows", "strategy \"periodic\" needs at least one window")
+		k.failRel("reboot.windows", []string{"reboot.strategy"}, "strategy \"periodic\" needs at least one window")
 	case r.Strategy == StrategyImmediate && len(r.Windows) > 0:
 		k.warn("reboot.windows", "ignored while reboot.strategy is \"immediate\"")
 	}

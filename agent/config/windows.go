@@ -62,10 +62,26 @@ func (r *Reboot) ParseWindows() (Windows, error) {
 // openingOn returns when the window opens on the local date y-m-d (d may
 // be out of range; time.Date normalizes it) and whether it opens that day.
 func (w Window) openingOn(y int, m time.Month, d int) (time.Time, bool) {
-	// Weekday taken at noon: a start inside a DST gap is shifted by
-	// time.Date, the date's weekday is not.
-	wd := time.Date(y, m, d, 12, 0, 0, 0, w.loc).Weekday()
-	return time.Date(y, m, d, w.hour, w.minute, 0, 0, w.loc), w.days[wd]
+	noon := time.Date(y, m, d, 12, 0, 0, 0, w.loc)
+	s := time.Date(y, m, d, w.hour, w.minute, 0, 0, w.loc)
+	// A start inside a DST gap (02:30 on a spring-forward day) does not
+	// exist; time.Date picks an instant an hour off either way. Open the
+	// window when the gap ends instead, so it never opens before the wall
+	// clock reaches its start.
+	if s.Hour() != w.hour || s.Minute() != w.minute {
+		// Compare wall clocks as if they were UTC.
+		sy, sm, sd := s.Date()
+		ny, nm, nd := noon.Date()
+		got := time.Date(sy, sm, sd, s.Hour(), s.Minute(), 0, 0, time.UTC)
+		want := time.Date(ny, nm, nd, w.hour, w.minute, 0, 0, time.UTC)
+		start, end := s.ZoneBounds()
+		if got.Before(want) {
+			s = end // s is just before the jump
+		} else {
+			s = start // s is just after it
+		}
+	}
+	return s, w.days[noon.Weekday()]
 }
 
 // Contains reports whether t is inside the window.

@@ -1,0 +1,193 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestValidationRules loads one fragment per rule and checks that the
+// error names the fragment, the key and the rule.
+func TestValidationRules(t *testing.T) {
+	tests := []struct {
+		frag string
+		key  string
+		msg  string // prefix of the message after "file: key: "
+	}{
+		{"[agent]\ncheck_interval = \"0s\"", "agent.check_interval", `must be > 0, got "0s"`},
+		{"[agent]\ncheck_jitter = \"-1m\"", "agent.check_jitter", `must be >= 0, got "-1m"`},
+		{"[agent]\nstate_dir = \"var/lib/x\"", "agent.state_dir", `must be an absolute path, got "var/lib/x"`},
+		{"[agent]\nnode_name = \"node 1\"", "agent.node_name", `must be "auto" or match ^[a-zA-Z0-9.-]+$, got "node 1"`},
+		{"[agent]\nrpm_ostree = \"rpm-ostree\"", "agent.rpm_ostree", `must be an absolute path`},
+		{"[updates]\nsource = \"git\"", "updates.source", `must be one of "origin", "image", got "git"`},
+		{"[updates]\nsource = \"image\"", "updates.image", `required when updates.source is "image"`},
+		{"[updates]\nsource = \"image\"\nimage = \"example.invalid/os:1\"", "updates.image", `must start with an ostree transport`},
+		{"[updates]\nmax_attempts = 0", "updates.max_attempts", `must be >= 1, got 0`},
+		{"[staging]\nio_scheduling_class = \"low\"", "staging.io_scheduling_class", `must be one of "idle", "best-effort", "realtime", "none", got "low"`},
+		{"[staging]\nio_scheduling_priority = 8", "staging.io_scheduling_priority", `must be 0-7, got 8`},
+		{"[staging]\nio_scheduling_priority = -1", "staging.io_scheduling_priority", `must be 0-7, got -1`},
+		{"[staging]\nio_weight = 0", "staging.io_weight", `must be 1-10000, got 0`},
+		{"[staging]\nio_weight = 10001", "staging.io_weight", `must be 1-10000, got 10001`},
+		{"[staging]\ncpu_weight = 0", "staging.cpu_weight", `must be 1-10000 or "idle", got 0`},
+		{"[staging]\ncpu_weight = \"fast\"", "staging.cpu_weight", `must be 1-10000 or "idle", got "fast"`},
+		{"[staging]\ncpu_weight = 10001", "staging.cpu_weight", `must be 1-10000 or "idle", got 10001`},
+		{"[staging]\nnice = -21", "staging.nice", `must be -20-19, got -21`},
+		{"[staging]\nnice = 20", "staging.nice", `must be -20-19, got 20`},
+		{"[staging]\nmemory_high = \"256\"", "staging.memory_high", `must be "infinity" or >= 1M, got 256 bytes (missing K/M/G suffix?)`},
+		{"[staging]\nmemory_high = \"256MB\"", "staging.memory_high", `invalid size "256MB"`},
+		{"[staging]\nmemory_high = 256", "staging.memory_high", `must be a size string like "256M"`},
+		{"[staging]\nio_write_bandwidth_max = \"20\"", "staging.io_write_bandwidth_max", `must be "" (no cap) or >= 1M, got 20 bytes/s`},
+		{"[staging]\nio_write_bandwidth_max = \"-5M\"", "staging.io_write_bandwidth_max", `invalid size "-5M"`},
+		{"[staging]\nscheduler = \"cfq\"", "staging.scheduler", `must be one of "", "bfq", "mq-deadline", "kyber", "none", got "cfq"`},
+		{"[staging]\nnr_requests = 2", "staging.nr_requests", `must be 0 (leave alone) or >= 4, got 2`},
+		{"[staging]\npaths = [\"/sysroot\", \"var\"]", "staging.paths[1]", `must be an absolute path, got "var"`},
+		{"[staging]\netcd_io_latency_target = \"10ms\"", "staging.etcd_io_latency_target", `needs etcd.local_unit`},
+		{"[staging]\ntimeout = \"0s\"", "staging.timeout", `must be > 0, got "0s"`},
+		{"[guard]\nmetrics_url = \"ftp://h/metrics\"", "guard.metrics_url", `must be an http:// or https:// URL, got "ftp://h/metrics"`},
+		{"[guard]\nmetrics_url = \"http:///metrics\"", "guard.metrics_url", `has no host`},
+		{"[guard]\nfsync_p99_threshold = \"-1ms\"", "guard.fsync_p99_threshold", `must be >= 0, got "-1ms"`},
+		{"[guard]\nlatency_factor = 0.5", "guard.latency_factor", `must be >= 1, got 0.5`},
+		{"[guard]\nio_pressure_threshold = 0.0", "guard.io_pressure_threshold", `must be > 0 and <= 100 (percent), got 0`},
+		{"[guard]\nio_pressure_threshold = 101.0", "guard.io_pressure_threshold", `must be > 0 and <= 100 (percent), got 101`},
+		{"[guard]\ninterval = \"0s\"", "guard.interval", `must be > 0, got "0s"`},
+		{"[guard]\nwindow = \"500ms\"", "guard.window", `must be >= guard.interval (1s), got "500ms"`},
+		{"[guard]\nmax_freeze = \"0s\"", "guard.max_freeze", `must be > 0, got "0s"`},
+		{"[guard]\nmax_total_pause = \"-1s\"", "guard.max_total_pause", `must be > 0, got "-1s"`},
+		{"[lock]\ngroup = \"a/b\"", "lock.group", `must match ^[a-zA-Z0-9.-]+$, got "a/b"`},
+		{"[lock]\ngroup = \"\"", "lock.group", `must match`},
+		{"[lock]\nslots = 0", "lock.slots", `must be >= 1, got 0`},
+		{"[lock]\nkey_prefix = \"lock/\"", "lock.key_prefix", `must start with "/" and not end with one, got "lock/"`},
+		{"[lock]\nreboot_lease_ttl = \"4s\"", "lock.reboot_lease_ttl", `must be >= 5s (etcd raises shorter lease TTLs to its minimum), got "4s"`},
+		{"[lock]\nreboot_lease_ttl = \"5500ms\"", "lock.reboot_lease_ttl", `must be whole seconds (etcd lease TTLs are), got "5.5s"`},
+		{"[etcd]\nendpoints = []", "etcd.endpoints", `at least one endpoint is needed while lock.enabled is true`},
+		{"[etcd]\nendpoints = [\"127.0.0.1:2379\"]", "etcd.endpoints[0]", `must be an http:// or https:// URL`},
+		{"[etcd]\nendpoints = [\"https://10.0.0.1\"]", "etcd.endpoints[0]", `must name host and port`},
+		{"[etcd]\nendpoints = [\"https://10.0.0.1:2379/v3\"]", "etcd.endpoints[0]", `must not have a path or query`},
+		{"[etcd]\nendpoints = [\"https://10.0.0.1:99999\"]", "etcd.endpoints[0]", `bad port`},
+		{"[etcd]\nendpoints = [\"https://a:2379\", \"http://b:2379\"]", "etcd.endpoints", `mixes http and https endpoints`},
+		{"[etcd]\nendpoints = [\"https://a:2379\"]\nca_file = \"/etc/pki/ca.pem\"", "etcd.ca_file", `cannot read "/etc/pki/ca.pem": no such file or directory`},
+		{"[etcd]\nendpoints = [\"https://a:2379\"]\nca_file = \"pki/ca.pem\"", "etcd.ca_file", `must be an absolute path`},
+		{"[etcd]\nendpoints = [\"https://a:2379\"]\nca_file = \"/etc\"", "etcd.ca_file", `"/etc" is a directory, not a file`},
+		{"[etcd]\nca_file = \"/etc/present.pem\"", "etcd.ca_file", `set, but no endpoint uses https`},
+		{"[etcd]\nendpoints = [\"https://a:2379\"]\ncert_file = \"/etc/present.pem\"", "etcd.key_file", `etcd.cert_file and etcd.key_file must be set together`},
+		{"[etcd]\nusername = \"root\"", "etcd.password_file", `etcd.username and etcd.password_file must be set together`},
+		{"[etcd]\nusername = \"root\"\npassword_file = \"/etc/none\"", "etcd.password_file", `cannot read "/etc/none"`},
+		{"[etcd]\ndial_timeout = \"0s\"", "etcd.dial_timeout", `must be > 0, got "0s"`},
+		{"[etcd]\nmember = \"\"", "etcd.member", `must be "auto" or the local member's name`},
+		{"[etcd]\nlocal_unit = \"etcd\"", "etcd.local_unit", `must be "" or a service unit name like "etcd.service", got "etcd"`},
+		{"[reboot]\nstrategy = \"later\"", "reboot.strategy", `must be one of "immediate", "periodic", got "later"`},
+		{"[reboot]\ntime_zone = \"Mars/Olympus\"", "reboot.time_zone", `unknown time zone "Mars/Olympus"`},
+		{"[reboot]\ntime_zone = \"\"", "reboot.time_zone", `unknown time zone ""`},
+		{"[reboot]\nstrategy = \"periodic\"", "reboot.windows", `strategy "periodic" needs at least one window`},
+		{"[[reboot.windows]]\ndays = [\"Mon\", \"Fun\"]\nstart = \"22:00\"\nlength = \"1h\"", "reboot.windows[0].days", `unknown day "Fun"`},
+		{"[[reboot.windows]]\ndays = []\nstart = \"22:00\"\nlength = \"1h\"", "reboot.windows[0].days", `must list at least one day`},
+		{"[[reboot.windows]]\ndays = [\"Mon\"]\nstart = \"22h\"\nlength = \"1h\"", "reboot.windows[0].start", `must be a time "HH:MM" (00:00-23:59), got "22h"`},
+		{"[[reboot.windows]]\ndays = [\"Mon\"]\nstart = \"22:00\"", "reboot.windows[0].length", `must be > 0 and <= 168h, got "0s"`},
+		{"[[reboot.hooks]]\nargv = []\ntimeout = \"1m\"", "reboot.hooks[0].argv", `must not be empty`},
+		{"[[reboot.hooks]]\nargv = [\"kubectl\", \"drain\"]\ntimeout = \"1m\"", "reboot.hooks[0].argv", `argv[0] must be an absolute path (hooks run without a shell or PATH), got "kubectl"`},
+		{"[[reboot.hooks]]\nargv = [\"/bin/true\"]\ntimeout = \"1m\"\n[[reboot.hooks]]\nargv = [\"/bin/true\"]", "reboot.hooks[1].timeout", `must be > 0, got "0s"`},
+		{"[metrics]\nlisten = \"unix:run/m.sock\"", "metrics.listen", `must be an absolute path`},
+		{"[metrics]\nlisten = \"localhost\"", "metrics.listen", `must be "unix:/path", "host:port" or "" (off), got "localhost"`},
+		{"[metrics]\nlisten = \"127.0.0.1:70000\"", "metrics.listen", `must be "unix:/path", "host:port"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key+"/"+strings.ReplaceAll(tt.frag, "\n", " "), func(t *testing.T) {
+			root := writeTree(t, map[string]string{
+				etcDir + "50-x.toml":        tt.frag + "\n",
+				"/etc/present.pem":          "x",
+				usrDir + "00-defaults.toml": "",
+			})
+			_, _, err := Load(root)
+			want := filepath.Join(root, etcDir, "50-x.toml") + ": " + tt.key + ": " + tt.msg
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("error:\n%v\nwant a line starting:\n%s", err, want)
+			}
+		})
+	}
+}
+
+// TestValidBoundaries: values at the edge of every range are accepted.
+func TestValidBoundaries(t *testing.T) {
+	frags := []string{
+		"[staging]\nio_scheduling_priority = 0\nio_weight = 1\ncpu_weight = 1\nnice = -20\nmemory_high = \"1M\"\nio_write_bandwidth_max = \"1M\"\nnr_requests = 4",
+		"[staging]\nio_scheduling_priority = 7\nio_weight = 10000\ncpu_weight = \"10000\"\nnice = 19\nmemory_high = \"infinity\"\nio_write_bandwidth_max = \"1.5G\"\nscheduler = \"\"\nio_scheduling_class = \"best-effort\"",
+		"[staging]\netcd_io_latency_target = \"25ms\"\n[etcd]\nlocal_unit = \"etcd-member@a.service\"",
+		"[lock]\nreboot_lease_ttl = \"5s\"\nslots = 1\ngroup = \"control-plane.eu-1\"",
+		"[guard]\nmetrics_url = \"\"\nio_pressure_threshold = 100.0\nlatency_factor = 1.0\nwindow = \"1s\"",
+		"[etcd]\nendpoints = [\"https://[fd00::1]:2379\", \"https://etcd-0.example.invalid:2379/\"]",
+		"[lock]\nenabled = false\n[etcd]\nendpoints = []",
+		"[metrics]\nlisten = \"\"",
+		"[metrics]\nlisten = \"127.0.0.1:9100\"",
+		"[metrics]\nlisten = \":9100\"",
+		"[updates]\nsource = \"image\"\nimage = \"ostree-unverified-registry:example.invalid/os:stable\"",
+		"[reboot]\nstrategy = \"periodic\"\ntime_zone = \"Local\"\n[[reboot.windows]]\ndays = [\"mon\", \"Tuesday\"]\nstart = \"0:00\"\nlength = \"168h\"",
+	}
+	for _, f := range frags {
+		root := writeTree(t, map[string]string{etcDir + "50-x.toml": f + "\n"})
+		if _, s, err := Load(root); err != nil || len(s.Warnings) > 0 {
+			t.Errorf("fragment\n%s\nerror: %v, warnings: %q", f, err, s.Warnings)
+		}
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	for frag, want := range map[string]string{
+		"[updates]\nimage = \"ostree-unverified-registry:example.invalid/os:1\"":   `updates.image: ignored while updates.source is "origin"`,
+		"[staging]\nscheduler = \"mq-deadline\"":                                   `staging.scheduler: io_scheduling_class "idle" only has an effect with bfq`,
+		"[[reboot.windows]]\ndays = [\"Sat\"]\nstart = \"01:00\"\nlength = \"1h\"": `reboot.windows: ignored while reboot.strategy is "immediate"`,
+	} {
+		root := writeTree(t, map[string]string{etcDir + "50-x.toml": frag + "\n"})
+		_, s, err := Load(root)
+		if err != nil {
+			t.Errorf("%s: %v", frag, err)
+		}
+		if len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0], "50-x.toml: "+want) {
+			t.Errorf("%s: warnings %q, want %q", frag, s.Warnings, want)
+		}
+	}
+}
+
+// TestValidateWithoutSources: a Config built in code (no files) still gets
+// key paths, and the defaults are valid.
+func TestValidateWithoutSources(t *testing.T) {
+	if err := Default().Validate("/"); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	c := Default()
+	c.Lock.Slots = 0
+	c.Reboot.Hooks = []Hook{{Argv: []string{"/bin/true"}, Timeout: Duration(-time.Second)}}
+	err := c.Validate("/")
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"lock.slots: must be >= 1, got 0", `reboot.hooks[0].timeout: must be > 0, got "-1s"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%v\nmissing %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), DefaultSource+":") {
+		t.Errorf("error names %q as a file: %v", DefaultSource, err)
+	}
+}
+
+func TestTLSFilesResolvedUnderRoot(t *testing.T) {
+	root := writeTree(t, map[string]string{
+		"/etc/pki/etcd/ca.crt":     "ca",
+		"/etc/pki/etcd/client.crt": "cert",
+		"/etc/pki/etcd/client.key": "key",
+		etcDir + "50-tls.toml": "[etcd]\nendpoints = [\"https://10.0.0.1:2379\"]\nca_file = \"/etc/pki/etcd/ca.crt\"\n" +
+			"cert_file = \"/etc/pki/etcd/client.crt\"\nkey_file = \"/etc/pki/etcd/client.key\"\n",
+	})
+	if _, _, err := Load(root); err != nil {
+		t.Fatalf("files present under root: %v", err)
+	}
+	if err := os.Remove(filepath.Join(root, "/etc/pki/etcd/client.key")); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := Load(root)
+	if err == nil || !strings.Contains(err.Error(), `50-tls.toml: etcd.key_file: cannot read "/etc/pki/etcd/client.key"`) {
+		t.Fatalf("missing key: %v", err)
+	}
+}
