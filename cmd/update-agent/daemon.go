@@ -28,6 +28,16 @@ func runDaemon(env *cmdEnv, args []string) error {
 	log := logging.New(env.stderr, level)
 	slog.SetDefault(log)
 
+	cfg, src, err := loadConfig(*root)
+	for _, w := range src.Warnings {
+		log.Warn("configuration", "warning", w)
+	}
+	if err != nil {
+		return err
+	}
+	log.Info("configuration loaded", "fragments", src.Fragments, "masked", src.Masked,
+		"lock_group", cfg.Lock.Group, "reboot_strategy", cfg.Reboot.Strategy)
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 

@@ -51,6 +51,7 @@ type cmdEnv struct {
 func commands() []command {
 	return []command{
 		{"daemon", "run the agent (what update-agent.service runs)", runDaemon},
+		{"check-config", "print the merged configuration and where each value came from", runCheckConfig},
 		{"version", "print the version", runVersion},
 	}
 }
