@@ -1,0 +1,258 @@
+package guard
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+const msec = time.Millisecond
+
+// wal is a sample with etcd's WAL fsync p99/median (ms) and n observations.
+func wal(atMS int, p99, med float64, n uint64) Sample {
+	return Sample{
+		At:      t0.Add(time.Duration(atMS) * msec),
+		Latency: map[string]Stat{"wal_fsync": {P99: time.Duration(p99 * float64(msec)), Median: time.Duration(med * float64(msec)), N: n}},
+		Stall:   -1,
+	}
+}
+
+// step is one sample and the decision expected for it.
+type step struct {
+	s      Sample
+	action Action
+	reason string // substring
+	forced bool
+}
+
+func TestController(t *testing.T) {
+	base := Baseline{"wal_fsync": {P99: 10 * msec, Median: 3 * msec, N: 500}}
+	// Defaults: freeze above 20ms p99, thaw at median <= 4.5ms, freezes of
+	// 0.2-2s, run share 0.2 (run 0.25s after a 1s freeze).
+	tests := []struct {
+		name  string
+		cfg   Config
+		base  Baseline
+		steps []step
+		stats Stats
+	}{
+		{
+			name: "normal latency never freezes",
+			steps: []step{
+				{wal(0, 12, 3, 100), Hold, "within limit", false},
+				{wal(1000, 19.9, 4, 100), Hold, "within limit", false},
+			},
+		},
+		{
+			name: "spike freezes, median back thaws after the shortest freeze",
+			steps: []step{
+				{wal(0, 12, 3, 100), Hold, "within limit", false},
+				{wal(1000, 45, 8, 100), Freeze, "p99 above limit", false},
+				{wal(1100, 30, 3, 10), Hold, "shortest freeze", false},
+				{wal(1300, 30, 3, 20), Thaw, "median back", false},
+			},
+			stats: Stats{Freezes: 1, Frozen: 300 * msec},
+		},
+		{
+			name: "one slow fsync in the window does not hold the freeze (median decides)",
+			steps: []step{
+				{wal(0, 50, 9, 100), Freeze, "p99", false},
+				{wal(500, 80, 4, 40), Thaw, "median back", false},
+			},
+			stats: Stats{Freezes: 1, Frozen: 500 * msec},
+		},
+		{
+			name: "high median holds until the cap, then a forced thaw and the run share floor",
+			steps: []step{
+				{wal(0, 50, 9, 100), Freeze, "p99", false},
+				{wal(1000, 60, 12, 50), Hold, "still above thaw level", false},
+				{wal(2000, 60, 12, 50), Thaw, "cap", true},
+				// 2s frozen: must run 0.5s before the next freeze.
+				{wal(2300, 60, 12, 50), Hold, "must run 500ms after a 2s freeze", false},
+				{wal(2500, 60, 12, 50), Freeze, "p99", false},
+			},
+			stats: Stats{Freezes: 2, ForcedThaws: 1, Frozen: 2 * time.Second},
+		},
+		{
+			name: "no fsync completed while frozen: stay frozen (it may be stuck) until the cap",
+			steps: []step{
+				{wal(0, 50, 9, 100), Freeze, "p99", false},
+				{wal(1000, 0, 0, 0), Hold, "no latency observed", false},
+				{wal(2000, 0, 0, 0), Thaw, "cap", true},
+			},
+			stats: Stats{Freezes: 1, ForcedThaws: 1, Frozen: 2 * time.Second},
+		},
+		{
+			name: "etcd silent: disk await decides",
+			base: Baseline{"wal_fsync": {P99: 10 * msec, Median: 3 * msec}, "disk_await/vdb": {P99: 4 * msec, Median: 4 * msec}},
+			steps: []step{
+				{Sample{At: t0, Latency: map[string]Stat{"wal_fsync": {}}, Kernel: map[string]Stat{"disk_await/vdb": {P99: 30 * msec, Median: 30 * msec, N: 200}}, Stall: -1}, Freeze, "p99", false},
+				{Sample{At: t0.Add(400 * msec), Kernel: map[string]Stat{"disk_await/vdb": {P99: 5 * msec, Median: 5 * msec, N: 50}}, Stall: -1}, Thaw, "median back", false},
+			},
+			stats: Stats{Freezes: 1, Frozen: 400 * msec},
+		},
+		{
+			name: "etcd observed: disk await is ignored",
+			base: Baseline{"wal_fsync": {P99: 10 * msec, Median: 3 * msec}, "disk_await/vdb": {P99: 4 * msec, Median: 4 * msec}},
+			steps: []step{
+				{Sample{At: t0, Latency: map[string]Stat{"wal_fsync": {P99: 12 * msec, Median: 3 * msec, N: 80}}, Kernel: map[string]Stat{"disk_await/vdb": {P99: 90 * msec, Median: 90 * msec, N: 200}}, Stall: -1}, Hold, "within limit", false},
+			},
+		},
+		{
+			name: "worst of wal_fsync and backend_commit",
+			base: Baseline{"wal_fsync": {P99: 10 * msec, Median: 3 * msec}, "backend_commit": {P99: 20 * msec, Median: 8 * msec}},
+			steps: []step{
+				{Sample{At: t0, Latency: map[string]Stat{"wal_fsync": {P99: 15 * msec, Median: 3 * msec, N: 80}, "backend_commit": {P99: 50 * msec, Median: 9 * msec, N: 10}}, Stall: -1}, Freeze, "p99", false},
+				// wal median fine, commit median 15ms > 12ms: not calm yet.
+				{Sample{At: t0.Add(500 * msec), Latency: map[string]Stat{"wal_fsync": {P99: 5 * msec, Median: 3 * msec, N: 80}, "backend_commit": {P99: 20 * msec, Median: 15 * msec, N: 10}}, Stall: -1}, Hold, "still above thaw level", false},
+				{Sample{At: t0.Add(900 * msec), Latency: map[string]Stat{"wal_fsync": {P99: 5 * msec, Median: 3 * msec, N: 80}, "backend_commit": {P99: 20 * msec, Median: 10 * msec, N: 10}}, Stall: -1}, Thaw, "median back", false},
+			},
+			stats: Stats{Freezes: 1, Frozen: 900 * msec},
+		},
+		{
+			name: "baseline floors: a 0.5ms baseline still allows 4ms",
+			base: Baseline{"wal_fsync": {P99: 500 * time.Microsecond, Median: 200 * time.Microsecond}},
+			steps: []step{
+				{wal(0, 3.9, 0.3, 100), Hold, "within limit", false},
+				{wal(1000, 4.1, 0.3, 100), Freeze, "p99", false},
+				{wal(1500, 4.1, 1.4, 100), Thaw, "median back", false}, // thaw level 1.5ms
+			},
+			stats: Stats{Freezes: 1, Frozen: 500 * msec},
+		},
+		{
+			name: "a signal without baseline is ignored",
+			base: Baseline{"backend_commit": {P99: 10 * msec, Median: 3 * msec}},
+			steps: []step{
+				{wal(0, 500, 300, 100), Hold, "within limit", false},
+			},
+		},
+		{
+			name: "deadline: forced thaw, then no pacing",
+			cfg:  Config{Deadline: 5 * time.Second},
+			steps: []step{
+				{wal(0, 12, 3, 100), Hold, "within limit", false},
+				{wal(4500, 50, 9, 100), Freeze, "p99", false},
+				{wal(5000, 50, 9, 100), Thaw, "deadline", true},
+				{wal(9000, 50, 9, 100), Hold, "deadline passed", false},
+			},
+			stats: Stats{Freezes: 1, ForcedThaws: 1, Frozen: 500 * msec},
+		},
+		{
+			name: "run share 1 never freezes",
+			cfg:  Config{MinRunShare: 1},
+			steps: []step{
+				{wal(0, 50, 9, 100), Hold, "never freezing", false},
+			},
+		},
+		{
+			name: "PSI alone (no etcd, no disk baseline)",
+			cfg:  Config{StallFreeze: 0.4, StallThaw: 0.1},
+			base: Baseline{},
+			steps: []step{
+				{Sample{At: t0, Stall: 0.2}, Hold, "within limit", false},
+				{Sample{At: t0.Add(time.Second), Stall: 0.6}, Freeze, "stall share", false},
+				{Sample{At: t0.Add(1500 * msec), Stall: 0.3}, Hold, "still above thaw level", false},
+				{Sample{At: t0.Add(1800 * msec), Stall: 0.05}, Thaw, "median back", false},
+			},
+			stats: Stats{Freezes: 1, Frozen: 800 * msec},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tc.base
+			if b == nil {
+				b = base
+			}
+			c := NewController(tc.cfg, b)
+			var last Decision
+			for i, st := range tc.steps {
+				d := c.Step(st.s)
+				if d.Action != st.action || !strings.Contains(d.Reason, st.reason) || d.Forced != st.forced {
+					t.Fatalf("step %d: got %s %q forced=%v, want %s %q forced=%v (%+v)", i, d.Action, d.Reason, d.Forced, st.action, st.reason, st.forced, d)
+				}
+				last = d
+			}
+			if got := c.Stats(last.At); got != tc.stats {
+				t.Errorf("stats %+v, want %+v", got, tc.stats)
+			}
+		})
+	}
+}
+
+func TestDecisionCarriesNumbers(t *testing.T) {
+	c := NewController(Config{}, Baseline{"wal_fsync": {P99: 10 * msec, Median: 3 * msec}})
+	c.Step(wal(0, 5, 2, 10))
+	d := c.Step(wal(1000, 45, 8, 77))
+	if d.Action != Freeze || d.Signal != "wal_fsync" || d.P99 != 45*msec || d.Limit != 20*msec ||
+		d.Median != 8*msec || d.ThawLevel != 4500*time.Microsecond || d.N != 77 || d.RunShare != 1 {
+		t.Errorf("decision %+v", d)
+	}
+	if !d.Recheck.Equal(t0.Add(1200 * msec)) {
+		t.Errorf("recheck %v, want at the end of the shortest freeze", d.Recheck)
+	}
+	d = c.Step(wal(3000, 45, 8, 7))
+	if d.Action != Thaw || !d.Forced || d.FrozenFor != 2*time.Second || math.Abs(d.RunShare-1.0/3) > 1e-9 {
+		t.Errorf("forced thaw %+v", d)
+	}
+	attrs := d.LogAttrs()
+	want := map[string]any{"action": "thaw", "p99_ms": 45.0, "limit_ms": 20.0, "frozen_for_ms": 2000.0, "forced": true}
+	for i := 0; i+1 < len(attrs); i += 2 {
+		if w, ok := want[attrs[i].(string)]; ok {
+			if attrs[i+1] != w {
+				t.Errorf("%s = %v, want %v", attrs[i], attrs[i+1], w)
+			}
+			delete(want, attrs[i].(string))
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("missing log attributes %v", want)
+	}
+}
+
+func TestRelease(t *testing.T) {
+	c := NewController(Config{}, Baseline{"wal_fsync": {P99: 10 * msec, Median: 3 * msec}})
+	if d := c.Release(t0, "nothing"); d.Action != Hold {
+		t.Errorf("release unfrozen: %+v", d)
+	}
+	c.Step(wal(0, 50, 9, 10))
+	d := c.Release(t0.Add(700*msec), "context canceled")
+	if d.Action != Thaw || !d.Forced || !strings.Contains(d.Reason, "context canceled") || c.Frozen() {
+		t.Errorf("release frozen: %+v", d)
+	}
+	if s := c.Stats(t0.Add(time.Second)); s != (Stats{Freezes: 1, ForcedThaws: 1, Frozen: 700 * msec}) {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+func TestRunShareFor(t *testing.T) {
+	for _, tc := range []struct {
+		deadline, expected time.Duration
+		want               float64
+	}{
+		{time.Hour, 15 * time.Minute, 0.25},
+		{time.Hour, time.Minute, 0.1},
+		{time.Minute, time.Hour, 1},
+		{0, time.Minute, 0.2},
+	} {
+		if got := RunShareFor(tc.deadline, tc.expected); got != tc.want {
+			t.Errorf("RunShareFor(%s, %s) = %g, want %g", tc.deadline, tc.expected, got, tc.want)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, bad := range []Config{
+		{FreezeFactor: 1}, {ThawFactor: 3}, {ThawFactor: 0.5}, {MinFreeze: 3 * time.Second},
+		{MinRunShare: 1.5}, {StallFreeze: 0.2, StallThaw: 0.3},
+	} {
+		if bad.Validate() == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	if err := (Config{}).Validate(); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+}

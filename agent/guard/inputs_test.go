@@ -1,0 +1,224 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// etcdMetrics renders the two histograms as etcd exposes them (etcd's
+// buckets: 1ms doubling to 8.192s), from per-bucket counts.
+func etcdMetrics(wal, commit []uint64) string {
+	bounds := []string{"0.001", "0.002", "0.004", "0.008", "0.016", "0.032", "0.064", "0.128", "0.256", "0.512", "1.024", "2.048", "4.096", "8.192", "+Inf"}
+	var b strings.Builder
+	b.WriteString("# HELP etcd_server_has_leader Whether or not a leader exists.\n# TYPE etcd_server_has_leader gauge\netcd_server_has_leader 1\n")
+	for _, h := range []struct {
+		name   string
+		counts []uint64
+	}{{MetricWALFsync, wal}, {MetricBackendCommit, commit}} {
+		fmt.Fprintf(&b, "# HELP %s x\n# TYPE %s histogram\n", h.name, h.name)
+		var cum uint64
+		for i, le := range bounds {
+			if i < len(h.counts) {
+				cum += h.counts[i]
+			}
+			fmt.Fprintf(&b, "%s_bucket{le=%q} %d\n", h.name, le, cum)
+		}
+		fmt.Fprintf(&b, "%s_sum 1.5\n%s_count %d\n", h.name, h.name, cum)
+	}
+	return b.String()
+}
+
+func TestParseAndQuantile(t *testing.T) {
+	// 100 WAL fsyncs: 50 under 1ms, 40 in 1-2ms, 9 in 2-4ms, 1 in 256-512ms.
+	h, err := ParseHistograms(strings.NewReader(etcdMetrics([]uint64{50, 40, 9, 0, 0, 0, 0, 0, 0, 1}, []uint64{0, 0, 10})), MetricWALFsync, MetricBackendCommit, "absent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := h[MetricWALFsync]
+	if w.Total() != 100 || len(w.Bounds) != 15 {
+		t.Fatalf("wal histogram %+v", w)
+	}
+	for _, tc := range []struct {
+		q    float64
+		want time.Duration
+	}{
+		{0.5, time.Millisecond},         // 50th observation ends the first bucket
+		{0.7, 1500 * time.Microsecond},  // half way through 1-2ms
+		{0.99, 4 * time.Millisecond},    // the 99th is the last in 2-4ms
+		{0.995, 384 * time.Millisecond}, // half way through 256-512ms
+		{1, 512 * time.Millisecond},
+	} {
+		got, ok := w.Quantile(tc.q)
+		if !ok || (got-tc.want).Abs() > time.Microsecond {
+			t.Errorf("q%g = %v %v, want %v", tc.q, got, ok, tc.want)
+		}
+	}
+	if _, ok := (Histogram{}).Quantile(0.5); ok {
+		t.Error("quantile of nothing")
+	}
+	if _, ok := h["absent"]; ok {
+		t.Error("absent metric returned")
+	}
+	// +Inf bucket: reported as the largest finite bound.
+	inf := Histogram{Bounds: w.Bounds, Counts: make([]uint64, 15)}
+	inf.Counts[14] = 3
+	if got, _ := inf.Quantile(0.99); got != 8192*time.Millisecond {
+		t.Errorf("+Inf quantile %v", got)
+	}
+}
+
+func TestHistogramSub(t *testing.T) {
+	a := Histogram{Bounds: []float64{0.001, 0.002, 1e300}, Counts: []uint64{5, 8, 10}}
+	b := Histogram{Bounds: a.Bounds, Counts: []uint64{6, 12, 20}}
+	d := b.Sub(a)
+	if fmt.Sprint(d.Counts) != "[1 4 10]" {
+		t.Errorf("delta %v", d.Counts)
+	}
+	// etcd restarted: counters went back; the new histogram is all we know.
+	if r := a.Sub(b); fmt.Sprint(r.Counts) != "[5 8 10]" {
+		t.Errorf("reset delta %v", r.Counts)
+	}
+	if r := b.Sub(Histogram{}); r.Total() != 20 {
+		t.Errorf("delta from nothing %v", r.Counts)
+	}
+}
+
+func TestParseDiskStat(t *testing.T) {
+	// 17 fields (kernel >= 5.5): reads, writes, in_flight, io_ticks, flushes.
+	d, err := ParseDiskStat("    100 0 800 50 200 10 1600 450 3 400 520 0 0 0 0 50 100\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d != (DiskStat{IOs: 350, TicksMS: 600, InFlight: 3, BusyMS: 400}) {
+		t.Errorf("17 fields: %+v", d)
+	}
+	d11, err := ParseDiskStat("100 0 800 50 200 10 1600 450 3 400 520")
+	if err != nil || d11 != (DiskStat{IOs: 300, TicksMS: 500, InFlight: 3, BusyMS: 400}) {
+		t.Errorf("11 fields: %+v %v", d11, err)
+	}
+	if _, err := ParseDiskStat("1 2 3"); err == nil {
+		t.Error("short line accepted")
+	}
+	later := DiskStat{IOs: 450, TicksMS: 1600}
+	if aw, n, ok := later.Await(d); !ok || n != 100 || aw != 10*time.Millisecond {
+		t.Errorf("await %v %d %v", aw, n, ok)
+	}
+	if _, _, ok := d.Await(d); ok {
+		t.Error("await without completions")
+	}
+}
+
+func TestParsePressure(t *testing.T) {
+	p, err := ParsePressure("some avg10=1.00 avg60=0.50 avg300=0.10 total=2500000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n")
+	if err != nil || p.SomeTotal != 2500*time.Millisecond || p.FullTotal != time.Second {
+		t.Fatalf("%+v %v", p, err)
+	}
+	later := Pressure{SomeTotal: 3 * time.Second}
+	if s := later.StallShare(p, time.Second); s != 0.5 {
+		t.Errorf("stall share %g", s)
+	}
+	if s := later.StallShare(p, 100*time.Millisecond); s != 1 {
+		t.Errorf("stall share not clamped: %g", s)
+	}
+	if _, err := ParsePressure("garbage"); err == nil {
+		t.Error("garbage accepted")
+	}
+}
+
+func TestInputsAndWindow(t *testing.T) {
+	counts := []uint64{100}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, etcdMetrics(counts, []uint64{10}))
+	}))
+	defer srv.Close()
+	sys := t.TempDir()
+	statFile := filepath.Join(sys, "block", "vdb", "stat")
+	os.MkdirAll(filepath.Dir(statFile), 0o755)
+	os.WriteFile(statFile, []byte("0 0 0 0 100 0 0 200 0 0 0\n"), 0o644)
+	psi := filepath.Join(sys, "io.pressure")
+	os.WriteFile(psi, []byte("some avg10=0 avg60=0 avg300=0 total=0\nfull avg10=0 avg60=0 avg300=0 total=0\n"), 0o644)
+
+	clk := clockwork.NewFakeClockAt(t0)
+	in := Inputs{MetricsURL: srv.URL, SysRoot: sys, Disks: []string{"vdb"}, PressureFile: psi, Clock: clk}
+	w := Window{Span: time.Second}
+	r, err := in.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.Add(r); ok {
+		t.Error("a sample from one reading")
+	}
+	// One second later: 10 more WAL fsyncs, 9 fast and 1 in 64-128ms; 50
+	// disk writes that took 20ms each; I/O stalled 250ms.
+	counts = []uint64{109, 0, 0, 0, 0, 0, 0, 1}
+	os.WriteFile(statFile, []byte("0 0 0 0 150 0 0 1200 0 0 0\n"), 0o644)
+	os.WriteFile(psi, []byte("some avg10=0 avg60=0 avg300=0 total=250000\n"), 0o644)
+	clk.Advance(time.Second)
+	r, err = in.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := w.Add(r)
+	if !ok {
+		t.Fatal("no sample")
+	}
+	walSt := s.Latency["wal_fsync"]
+	if walSt.N != 10 || walSt.Median > time.Millisecond || walSt.P99 < 64*time.Millisecond || walSt.P99 > 128*time.Millisecond {
+		t.Errorf("wal %+v", walSt)
+	}
+	if c := s.Latency["backend_commit"]; c.N != 0 {
+		t.Errorf("commit %+v", c)
+	}
+	if d := s.Kernel["disk_await/vdb"]; d != (Stat{P99: 20 * time.Millisecond, Median: 20 * time.Millisecond, N: 50}) {
+		t.Errorf("disk %+v", d)
+	}
+	if s.Stall != 0.25 {
+		t.Errorf("stall %g", s.Stall)
+	}
+	b := BaselineFrom(s, 10)
+	if _, ok := b["wal_fsync"]; !ok || len(b) != 2 {
+		t.Errorf("baseline %v", b)
+	}
+
+	// Failing inputs: partial reading and an error naming each.
+	srv.Close()
+	os.Remove(psi)
+	r, err = in.Read(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "etcd metrics") || !strings.Contains(err.Error(), "io.pressure") {
+		t.Errorf("err %v", err)
+	}
+	if _, ok := r.Disks["vdb"]; !ok {
+		t.Error("disk stat lost with the other inputs")
+	}
+}
+
+func TestWindowSpanAndCut(t *testing.T) {
+	w := Window{Span: 2 * time.Second}
+	h := func(n uint64) map[string]Histogram {
+		return map[string]Histogram{MetricWALFsync: {Bounds: []float64{0.001, 1e308}, Counts: []uint64{n, n}}}
+	}
+	for i := 0; i <= 4; i++ {
+		s, ok := w.Add(Reading{At: t0.Add(time.Duration(i) * time.Second), Hists: h(uint64(10 * i))})
+		if i == 0 {
+			continue
+		}
+		want := uint64(10 * min(i, 2))
+		if !ok || s.Latency["wal_fsync"].N != want {
+			t.Errorf("reading %d: n=%d, want %d", i, s.Latency["wal_fsync"].N, want)
+		}
+	}
+	w.Cut()
+	s, _ := w.Add(Reading{At: t0.Add(4500 * time.Millisecond), Hists: h(45)})
+	if s.Latency["wal_fsync"].N != 5 {
+		t.Errorf("after cut n=%d, want 5 (only since the last reading)", s.Latency["wal_fsync"].N)
+	}
+}

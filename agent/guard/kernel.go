@@ -1,0 +1,100 @@
+package guard
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DiskStat holds the counters of /sys/block/<dev>/stat that the guard uses
+// (Documentation/block/stat.rst).
+type DiskStat struct {
+	IOs      uint64 // completed reads + writes + flushes
+	TicksMS  uint64 // time those requests spent, summed per request (ms)
+	InFlight uint64
+	BusyMS   uint64 // io_ticks: time the device had requests in flight
+}
+
+// ParseDiskStat parses a /sys/block/<dev>/stat line (11, 15 or 17 fields).
+func ParseDiskStat(s string) (DiskStat, error) {
+	f := strings.Fields(s)
+	if len(f) < 11 {
+		return DiskStat{}, fmt.Errorf("disk stat %q: want at least 11 fields", s)
+	}
+	v := make([]uint64, len(f))
+	for i, x := range f {
+		n, err := strconv.ParseUint(x, 10, 64)
+		if err != nil {
+			return DiskStat{}, fmt.Errorf("disk stat field %d %q: %w", i+1, x, err)
+		}
+		v[i] = n
+	}
+	d := DiskStat{IOs: v[0] + v[4], TicksMS: v[3] + v[7], InFlight: v[8], BusyMS: v[9]}
+	if len(v) >= 17 { // flushes: what fdatasync waits for
+		d.IOs += v[15]
+		d.TicksMS += v[16]
+	}
+	return d, nil
+}
+
+// Await is the mean time a request completed between old and d took (what
+// iostat calls await): the latency an fsync meets on this disk. ok is false
+// when no request completed.
+func (d DiskStat) Await(old DiskStat) (time.Duration, uint64, bool) {
+	if d.IOs <= old.IOs || d.TicksMS < old.TicksMS {
+		return 0, 0, false
+	}
+	n := d.IOs - old.IOs
+	return time.Duration(d.TicksMS-old.TicksMS) * time.Millisecond / time.Duration(n), n, true
+}
+
+// Pressure is a PSI file (/proc/pressure/io or a cgroup's io.pressure).
+type Pressure struct {
+	SomeTotal time.Duration // time at least one task stalled on I/O
+	FullTotal time.Duration // time all non-idle tasks stalled on I/O
+}
+
+// ParsePressure parses PSI "some avg10=... total=N" / "full ..." lines.
+func ParsePressure(s string) (Pressure, error) {
+	var p Pressure
+	seen := false
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		for _, kv := range f[1:] {
+			v, ok := strings.CutPrefix(kv, "total=")
+			if !ok {
+				continue
+			}
+			us, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return p, fmt.Errorf("pressure %q: %w", line, err)
+			}
+			switch f[0] {
+			case "some":
+				p.SomeTotal, seen = time.Duration(us)*time.Microsecond, true
+			case "full":
+				p.FullTotal = time.Duration(us) * time.Microsecond
+			}
+		}
+	}
+	if !seen {
+		return p, fmt.Errorf("pressure %q: no \"some ... total=\" line", s)
+	}
+	return p, nil
+}
+
+// StallShare is the share of dt in which tasks stalled on I/O ("some"): 0-1.
+func (p Pressure) StallShare(old Pressure, dt time.Duration) float64 {
+	if dt <= 0 || p.SomeTotal < old.SomeTotal {
+		return 0
+	}
+	s := float64(p.SomeTotal-old.SomeTotal) / float64(dt)
+	if s > 1 {
+		s = 1
+	}
+	return s
+}

@@ -1,0 +1,226 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// Freezer freezes and thaws units (systemd FreezeUnit/ThawUnit).
+type Freezer interface {
+	Freeze(ctx context.Context, unit string) error
+	Thaw(ctx context.Context, unit string) error
+}
+
+// Options configure the guard loop.
+type Options struct {
+	Config Config
+	// Baseline entries override what is learned (e.g. a configured normal
+	// wal_fsync p99 and median).
+	Baseline Baseline
+	// LearnFor is how long to watch before staging to learn the baseline
+	// (default 10s; negative: do not learn, use Baseline alone).
+	LearnFor time.Duration
+	// MinObservations a signal needs in the learning window (default 20).
+	MinObservations uint64
+	// Interval between reads (default 1s); Window is the span a sample
+	// covers (default 1s).
+	Interval time.Duration
+	Window   time.Duration
+	// Units are paced together: the staging unit and rpm-ostreed.service.
+	Units []string
+	Clock clockwork.Clock
+	Log   *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.LearnFor == 0 {
+		o.LearnFor = 10 * time.Second
+	}
+	if o.MinObservations == 0 {
+		o.MinObservations = 20
+	}
+	if o.Interval <= 0 {
+		o.Interval = time.Second
+	}
+	if o.Window <= 0 {
+		o.Window = time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return o
+}
+
+// Guard is the adapter: it reads inputs, asks the controller, and freezes
+// or thaws the units.
+type Guard struct {
+	o   Options
+	src Source
+	fz  Freezer
+}
+
+// New returns a guard.
+func New(o Options, src Source, fz Freezer) (*Guard, error) {
+	if err := o.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("latency guard: %w", err)
+	}
+	if len(o.Units) == 0 {
+		return nil, errors.New("latency guard: no units to pace")
+	}
+	return &Guard{o: o.withDefaults(), src: src, fz: fz}, nil
+}
+
+// Learn watches the inputs for LearnFor before staging starts and returns
+// the baseline, configured entries overriding learned ones.
+func (g *Guard) Learn(ctx context.Context) (Baseline, error) {
+	base := Baseline{}
+	if g.o.LearnFor > 0 {
+		r0, err := g.src.Read(ctx)
+		if err != nil {
+			g.o.Log.Warn("latency guard: reading inputs", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("learning the latency baseline: %w", context.Cause(ctx))
+		case <-g.o.Clock.After(g.o.LearnFor):
+		}
+		r1, err := g.src.Read(ctx)
+		if err != nil {
+			g.o.Log.Warn("latency guard: reading inputs", "err", err)
+		}
+		base = BaselineFrom(Delta(r0, r1), g.o.MinObservations)
+	}
+	maps.Copy(base, g.o.Baseline)
+	for _, k := range sortedKeys(base) {
+		g.o.Log.Info("latency guard baseline", "signal", k, "p99_ms", ms(base[k].P99),
+			"median_ms", ms(base[k].Median), "observations", base[k].N)
+	}
+	if len(base) == 0 && g.o.Config.StallFreeze == 0 {
+		return base, fmt.Errorf("learning the latency baseline: no signal had %d observations in %s", g.o.MinObservations, g.o.LearnFor)
+	}
+	return base, nil
+}
+
+// Run paces the units until ctx is done and returns the counters. It always
+// thaws the units before returning, whatever ended it; failures to freeze
+// or thaw are logged, not returned: staging goes on either way.
+func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
+	ctrl := NewController(g.o.Config, base)
+	clk, log := g.o.Clock, g.o.Log
+	win := Window{Span: g.o.Window}
+	everFrozen := false
+	defer func() {
+		why := "stopped"
+		if c := context.Cause(ctx); c != nil {
+			why = c.Error()
+		}
+		if p := recover(); p != nil {
+			why = fmt.Sprint("panic: ", p)
+			defer panic(p)
+		}
+		d := ctrl.Release(clk.Now(), why)
+		if d.Action == Thaw {
+			log.Info("latency guard decision", d.LogAttrs()...)
+		}
+		if everFrozen {
+			// Thaw even if ctx is cancelled: a unit left frozen would hold
+			// rpm-ostreed (and the update) forever.
+			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			if err := g.thawAll(tctx); err != nil {
+				log.Warn("latency guard: thawing on exit", "err", err)
+			}
+			cancel()
+		}
+		st = ctrl.Stats(clk.Now())
+		log.Info("latency guard stopped", "freezes", st.Freezes, "forced_thaws", st.ForcedThaws,
+			"frozen_seconds", round3(st.Frozen.Seconds()), "reason", why)
+	}()
+
+	var lastErr string
+	read := func() (Reading, bool) {
+		r, err := g.src.Read(ctx)
+		if err != nil && err.Error() != lastErr && ctx.Err() == nil {
+			log.Warn("latency guard: reading inputs", "err", err)
+		}
+		lastErr = ""
+		if err != nil {
+			lastErr = err.Error()
+		}
+		return r, r.Hists != nil || r.Disks != nil || r.Pressure != nil
+	}
+	if r, ok := read(); ok {
+		win.Add(r)
+	}
+	var recheck time.Time
+	for {
+		wait := g.o.Interval
+		if !recheck.IsZero() {
+			wait = min(wait, max(recheck.Sub(clk.Now()), time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return st
+		case <-clk.After(wait):
+		}
+		r, ok := read()
+		if !ok {
+			// Nothing read: let the controller see time pass so a freeze
+			// still ends at its cap.
+			r = Reading{At: clk.Now()}
+		}
+		s, ok := win.Add(r)
+		if !ok {
+			continue
+		}
+		d := ctrl.Step(s)
+		recheck = d.Recheck
+		switch d.Action {
+		case Freeze:
+			everFrozen = true
+			log.Info("latency guard decision", d.LogAttrs()...)
+			if err := g.each(ctx, "freezing", g.fz.Freeze); err != nil {
+				log.Warn("latency guard: freezing", "err", err)
+			}
+			win.Cut()
+		case Thaw:
+			log.Info("latency guard decision", d.LogAttrs()...)
+			if err := g.thawAll(ctx); err != nil {
+				log.Warn("latency guard: thawing", "err", err)
+			}
+			win.Cut()
+		default:
+			log.Debug("latency guard decision", d.LogAttrs()...)
+		}
+	}
+}
+
+func (g *Guard) each(ctx context.Context, what string, f func(context.Context, string) error) error {
+	var errs []error
+	for _, u := range g.o.Units {
+		if err := f(ctx, u); err != nil {
+			// A unit that is not running (rpm-ostreed exited) cannot be
+			// frozen: worth a debug line, not an alarm.
+			g.o.Log.Debug("latency guard: "+what, "systemd_unit", u, "err", err)
+			errs = append(errs, err)
+		}
+	}
+	// Only all units failing is worth a warning: one of them (rpm-ostreed
+	// between transactions, the stager once it exited) is often not running.
+	if len(errs) == len(g.o.Units) {
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+func (g *Guard) thawAll(ctx context.Context) error {
+	return g.each(ctx, "thawing", g.fz.Thaw)
+}

@@ -1,0 +1,274 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// scriptSource simulates etcd doing 100 WAL fsyncs a second whose latency
+// is latency(elapsed).
+type scriptSource struct {
+	mu      sync.Mutex
+	clk     clockwork.Clock
+	start   time.Time
+	last    time.Time
+	latency func(elapsed time.Duration) time.Duration
+	counts  []uint64
+	fail    bool
+}
+
+var testBounds = []float64{0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, math.Inf(1)}
+
+func (s *scriptSource) Read(context.Context) (Reading, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clk.Now()
+	if s.fail {
+		return Reading{At: now}, errors.New("etcd down")
+	}
+	if s.counts == nil {
+		s.counts = make([]uint64, len(testBounds))
+	}
+	if s.last.IsZero() {
+		s.last = s.start
+	}
+	n := uint64(now.Sub(s.last) / (10 * time.Millisecond))
+	s.last = now
+	l := s.latency(now.Sub(s.start)).Seconds()
+	for i, b := range testBounds {
+		if l <= b {
+			for j := i; j < len(s.counts); j++ {
+				s.counts[j] += n
+			}
+			break
+		}
+	}
+	h := Histogram{Bounds: testBounds, Counts: append([]uint64(nil), s.counts...)}
+	return Reading{At: now, Hists: map[string]Histogram{MetricWALFsync: h}}, nil
+}
+
+type call struct {
+	op, unit string
+	at       time.Duration
+}
+
+type fakeFreezer struct {
+	mu    sync.Mutex
+	clk   clockwork.Clock
+	start time.Time
+	calls []call
+	fail  map[string]bool
+}
+
+func (f *fakeFreezer) record(op, unit string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, call{op, unit, f.clk.Now().Sub(f.start)})
+	if f.fail[unit] {
+		return errors.New(unit + " is not active")
+	}
+	return nil
+}
+func (f *fakeFreezer) Freeze(_ context.Context, u string) error { return f.record("freeze", u) }
+func (f *fakeFreezer) Thaw(ctx context.Context, u string) error {
+	if ctx.Err() != nil {
+		return ctx.Err() // a thaw with a dead context would never reach systemd
+	}
+	return f.record("thaw", u)
+}
+
+// state returns whether each unit ended frozen.
+func (f *fakeFreezer) state() map[string]bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := map[string]bool{}
+	for _, c := range f.calls {
+		m[c.unit] = c.op == "freeze"
+	}
+	return m
+}
+
+func (f *fakeFreezer) count(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if c.op == op {
+			n++
+		}
+	}
+	return n
+}
+
+// drive advances the fake clock in small steps until d has passed.
+func drive(t *testing.T, clk *clockwork.FakeClock, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	end := clk.Now().Add(d)
+	for clk.Now().Before(end) {
+		if err := clk.BlockUntilContext(ctx, 1); err != nil {
+			t.Fatalf("loop never waited: %v", err)
+		}
+		clk.Advance(50 * time.Millisecond)
+	}
+}
+
+func newTestGuard(t *testing.T, latency func(time.Duration) time.Duration, log io.Writer) (*Guard, *clockwork.FakeClock, *scriptSource, *fakeFreezer) {
+	clk := clockwork.NewFakeClockAt(t0)
+	src := &scriptSource{clk: clk, start: t0, latency: latency}
+	fz := &fakeFreezer{clk: clk, start: t0, fail: map[string]bool{}}
+	g, err := New(Options{
+		LearnFor: 5 * time.Second, Units: []string{"update-agent-staging.service", "rpm-ostreed.service"},
+		Clock: clk, Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}, src, fz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, clk, src, fz
+}
+
+func TestLoopPacesAndAlwaysThaws(t *testing.T) {
+	// 2ms normally; 50ms from 8s to 11s into the run (learning takes 5s).
+	lat := func(e time.Duration) time.Duration {
+		if e >= 8*time.Second && e < 11*time.Second {
+			return 50 * time.Millisecond
+		}
+		return 2 * time.Millisecond
+	}
+	var log strings.Builder
+	g, clk, _, fz := newTestGuard(t, lat, &log)
+
+	learned := make(chan Baseline, 1)
+	go func() {
+		b, err := g.Learn(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		learned <- b
+	}()
+	drive(t, clk, 5*time.Second)
+	base := <-learned
+	if b := base["wal_fsync"]; b.N < 20 || b.P99 > 2*time.Millisecond || b.P99 <= time.Millisecond {
+		t.Fatalf("baseline %+v", base)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Stats, 1)
+	go func() { done <- g.Run(ctx, base) }()
+	drive(t, clk, 7*time.Second) // to 12s: through the slow period
+	if fz.count("freeze") == 0 {
+		t.Fatalf("never froze; log:\n%s", log.String())
+	}
+	if fz.count("thaw") == 0 {
+		t.Errorf("never thawed while latency was high (cap); log:\n%s", log.String())
+	}
+	drive(t, clk, 3*time.Second) // latency normal again
+	freezesBefore := fz.count("freeze")
+	drive(t, clk, 2*time.Second)
+	if fz.count("freeze") != freezesBefore {
+		t.Errorf("froze while latency was normal")
+	}
+	cancel()
+	st := <-done
+	for u, frozen := range fz.state() {
+		if frozen {
+			t.Errorf("%s left frozen", u)
+		}
+	}
+	if st.Freezes == 0 || st.Freezes*2 != fz.count("freeze") || st.Frozen <= 0 || st.Frozen > 3*time.Second {
+		t.Errorf("stats %+v, freeze calls %d", st, fz.count("freeze"))
+	}
+	for _, want := range []string{"latency guard baseline", "action=freeze", "p99_ms=", "limit_ms=", "action=thaw", "latency guard stopped", "frozen_seconds="} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+}
+
+func TestLoopThawsOnCancelWhileFrozen(t *testing.T) {
+	lat := func(time.Duration) time.Duration { return 100 * time.Millisecond }
+	var log strings.Builder
+	g, clk, src, fz := newTestGuard(t, lat, &log)
+	fz.fail["rpm-ostreed.service"] = true // not running: must not stop the rest
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Stats, 1)
+	go func() {
+		done <- g.Run(ctx, Baseline{"wal_fsync": {P99: 5 * time.Millisecond, Median: 2 * time.Millisecond}})
+	}()
+	drive(t, clk, 1500*time.Millisecond)
+	if st := fz.state(); !st["update-agent-staging.service"] {
+		t.Fatalf("not frozen: %v\n%s", fz.calls, log.String())
+	}
+	src.mu.Lock()
+	src.fail = true // inputs fail while frozen: the cap still applies
+	src.mu.Unlock()
+	cancel()
+	st := <-done
+	if fz.state()["update-agent-staging.service"] {
+		t.Errorf("left frozen after cancel: %v", fz.calls)
+	}
+	if st.ForcedThaws != 1 || st.Freezes != 1 {
+		t.Errorf("stats %+v", st)
+	}
+	if !strings.Contains(log.String(), "guard stopping: context canceled") {
+		t.Errorf("log:\n%s", log.String())
+	}
+}
+
+func TestLoopCapHoldsWhenInputsFail(t *testing.T) {
+	lat := func(time.Duration) time.Duration { return 100 * time.Millisecond }
+	var log strings.Builder
+	g, clk, src, fz := newTestGuard(t, lat, &log)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan Stats, 1)
+	go func() {
+		done <- g.Run(ctx, Baseline{"wal_fsync": {P99: 5 * time.Millisecond, Median: 2 * time.Millisecond}})
+	}()
+	drive(t, clk, 1100*time.Millisecond)
+	src.mu.Lock()
+	src.fail = true
+	src.mu.Unlock()
+	drive(t, clk, 3*time.Second)
+	if fz.state()["update-agent-staging.service"] {
+		t.Errorf("still frozen 3s after etcd went away: %v", fz.calls)
+	}
+	if !strings.Contains(log.String(), "etcd down") || strings.Count(log.String(), "etcd down") > 1 {
+		t.Errorf("the read error should be logged once:\n%s", log.String())
+	}
+	cancel()
+	<-done
+}
+
+func TestLearnNeedsObservations(t *testing.T) {
+	clk := clockwork.NewFakeClockAt(t0)
+	src := &scriptSource{clk: clk, start: t0, fail: true}
+	g, err := New(Options{LearnFor: time.Second, Units: []string{"x.service"}, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, src, &fakeFreezer{clk: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { _, err := g.Learn(context.Background()); errc <- err }()
+	drive(t, clk, time.Second)
+	if err := <-errc; err == nil || !strings.Contains(err.Error(), "no signal had 20 observations") {
+		t.Errorf("err %v", err)
+	}
+	// A configured baseline needs no learning.
+	g2, _ := New(Options{LearnFor: -1, Baseline: Baseline{"wal_fsync": {P99: time.Millisecond}}, Units: []string{"x.service"}, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, src, &fakeFreezer{clk: clk})
+	if b, err := g2.Learn(context.Background()); err != nil || b["wal_fsync"].P99 != time.Millisecond {
+		t.Errorf("configured baseline %v %v", b, err)
+	}
+	if _, err := New(Options{Units: []string{"x"}, Config: Config{FreezeFactor: 0.5}}, src, nil); err == nil {
+		t.Error("bad config accepted")
+	}
+}

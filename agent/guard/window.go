@@ -1,0 +1,108 @@
+package guard
+
+import (
+	"sort"
+	"strings"
+	"time"
+)
+
+// Reading is one read of the guard's inputs (counters, cumulative).
+type Reading struct {
+	At       time.Time
+	Hists    map[string]Histogram // by metric name
+	Disks    map[string]DiskStat  // by kernel disk name
+	Pressure *Pressure
+}
+
+// Signal names used in samples and baselines.
+func histSignal(metric string) string {
+	s := strings.TrimPrefix(metric, "etcd_disk_")
+	return strings.TrimSuffix(s, "_duration_seconds")
+}
+
+func diskSignal(disk string) string { return "disk_await/" + disk }
+
+// Delta turns two readings into a sample of what happened between them.
+func Delta(old, cur Reading) Sample {
+	s := Sample{At: cur.At, Latency: map[string]Stat{}, Kernel: map[string]Stat{}, Stall: -1}
+	for name, h := range cur.Hists {
+		d := h.Sub(old.Hists[name])
+		st := Stat{N: d.Total()}
+		st.P99, _ = d.Quantile(0.99)
+		st.Median, _ = d.Quantile(0.5)
+		s.Latency[histSignal(name)] = st
+	}
+	for disk, ds := range cur.Disks {
+		prev, ok := old.Disks[disk]
+		if !ok {
+			continue
+		}
+		if aw, n, ok := ds.Await(prev); ok {
+			s.Kernel[diskSignal(disk)] = Stat{P99: aw, Median: aw, N: n}
+		} else {
+			s.Kernel[diskSignal(disk)] = Stat{}
+		}
+	}
+	if cur.Pressure != nil && old.Pressure != nil {
+		s.Stall = cur.Pressure.StallShare(*old.Pressure, cur.At.Sub(old.At))
+	}
+	return s
+}
+
+// BaselineFrom keeps the signals of a learning-window sample that had at
+// least minN observations: fewer say nothing about "normal".
+func BaselineFrom(s Sample, minN uint64) Baseline {
+	b := Baseline{}
+	for _, m := range []map[string]Stat{s.Latency, s.Kernel} {
+		for k, st := range m {
+			if st.N >= minN {
+				b[k] = st
+			}
+		}
+	}
+	return b
+}
+
+// Window keeps recent readings and gives the sample over the last Span.
+type Window struct {
+	Span  time.Duration
+	reads []Reading
+}
+
+// Add records r and returns the sample from the newest reading at least
+// Span older than r (or the oldest kept) to r. ok is false for the first
+// reading.
+func (w *Window) Add(r Reading) (Sample, bool) {
+	w.reads = append(w.reads, r)
+	// Drop readings no longer needed as a base: keep the newest one that is
+	// at least Span old, and everything after it.
+	base := 0
+	for i := len(w.reads) - 2; i >= 0; i-- {
+		if r.At.Sub(w.reads[i].At) >= w.Span {
+			base = i
+			break
+		}
+	}
+	w.reads = w.reads[base:]
+	if len(w.reads) < 2 {
+		return Sample{}, false
+	}
+	return Delta(w.reads[0], r), true
+}
+
+// Cut forgets everything but the newest reading, so the next sample shows
+// only what happened after a freeze or thaw (not the stalls that caused it).
+func (w *Window) Cut() {
+	if n := len(w.reads); n > 1 {
+		w.reads = w.reads[n-1:]
+	}
+}
+
+func sortedKeys(m map[string]Stat) []string {
+	k := make([]string, 0, len(m))
+	for x := range m {
+		k = append(k, x)
+	}
+	sort.Strings(k)
+	return k
+}
