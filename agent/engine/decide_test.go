@@ -1,0 +1,345 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/state"
+)
+
+var t0 = time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+
+// hours is a window open from 02:00 to 04:00 UTC each day.
+type hours struct{ from, to int }
+
+func (h hours) Contains(t time.Time) bool { return t.Hour() >= h.from && t.Hour() < h.to }
+func (h hours) Next(t time.Time) time.Time {
+	if h.Contains(t) {
+		return t
+	}
+	n := time.Date(t.Year(), t.Month(), t.Day(), h.from, 0, 0, 0, t.Location())
+	if !n.After(t) {
+		n = n.AddDate(0, 0, 1)
+	}
+	return n
+}
+
+func testPolicy() Policy {
+	return Policy{
+		CheckInterval:   time.Hour,
+		Retry:           Backoff{Base: time.Minute, Max: time.Hour},
+		MaxFailures:     3,
+		Window:          Always{},
+		LeaderAware:     true,
+		MoveLeader:      true,
+		RequireSafe:     true,
+		RecheckInterval: 10 * time.Second,
+		RebootTimeout:   10 * time.Minute,
+	}
+}
+
+var (
+	tgt     = state.Target{Checksum: "new", Version: "2"}
+	booted  = OSStatus{Booted: Deployment{Checksum: "old"}}
+	staged  = OSStatus{Booted: Deployment{Checksum: "old"}, Staged: &Deployment{Checksum: "new"}}
+	foreign = OSStatus{Booted: Deployment{Checksum: "old"}, Staged: &Deployment{Checksum: "other"}}
+	rebootd = OSStatus{Booted: Deployment{Checksum: "new"}}
+	errBoom = errors.New("boom")
+)
+
+func rec(p state.Phase, mod ...func(*state.State)) state.State {
+	s := state.State{Phase: p, Target: tgt, BootID: "b1"}
+	switch p {
+	case state.Staged, state.WaitingSlot, state.HoldingSlot, state.Finalizing:
+		s.Locked = tgt.Checksum
+	}
+	switch p {
+	case state.HoldingSlot, state.Finalizing, state.Verifying, state.Releasing:
+		s.Queued, s.LeaseID = true, 0x42
+	}
+	for _, m := range mod {
+		m(&s)
+	}
+	return s
+}
+
+func TestDecide(t *testing.T) {
+	failed := func(n int, setAside bool) func(*state.State) {
+		return func(s *state.State) {
+			s.Failures = map[string]state.Failure{tgt.Checksum: {Count: n, SetAside: setAside, RetryAt: t0.Add(time.Hour), LastError: "x"}}
+		}
+	}
+	lease := func(s *state.State) { s.Queued = true }
+	unlocked := func(s *state.State) { s.Locked = "" }
+	cases := []struct {
+		name      string
+		st        state.State
+		ev        Event
+		os        OSStatus
+		boot      string
+		pol       func(*Policy)
+		updateNow bool
+		wantPhase state.Phase
+		wantAct   ActionKind
+		wantWhy   string // substring of the action's reason
+		check     func(t *testing.T, s state.State, a Action)
+	}{
+		// Start and resume.
+		{name: "start always recovers first", st: rec(state.Idle), ev: Started{}, os: booted, wantPhase: state.Idle, wantAct: ActRecover},
+		{name: "idle and due: check", st: rec(state.Idle), ev: Recovered{}, os: booted, wantPhase: state.Idle, wantAct: ActCheck},
+		{name: "idle not due: wait", st: rec(state.Idle, func(s *state.State) { s.NextCheck = t0.Add(time.Minute) }), ev: Recovered{}, os: booted,
+			wantPhase: state.Idle, wantAct: ActWait, wantWhy: "next check"},
+		{name: "update-now overrides schedule", st: rec(state.Idle, func(s *state.State) { s.NextCheck = t0.Add(time.Minute) }), ev: Ticked{}, os: booted,
+			updateNow: true, wantPhase: state.Idle, wantAct: ActCheck},
+		{name: "recover failed: retry later", st: rec(state.Staging), ev: Recovered{Err: errBoom}, os: booted, wantPhase: state.Staging, wantAct: ActWait, wantWhy: "boom"},
+
+		// 1. Check.
+		{name: "no update: next check", st: rec(state.Idle), ev: Checked{}, os: booted, wantPhase: state.Idle, wantAct: ActWait,
+			check: func(t *testing.T, s state.State, a Action) {
+				if !s.NextCheck.Equal(t0.Add(time.Hour)) {
+					t.Errorf("next check %v", s.NextCheck)
+				}
+			}},
+		{name: "check error: retry with backoff", st: rec(state.Idle), ev: Checked{Err: errBoom}, os: booted, wantPhase: state.Idle, wantAct: ActWait, wantWhy: "checking for updates: boom"},
+		{name: "update: stage", st: rec(state.Idle, func(s *state.State) { s.Target = state.Target{} }), ev: Checked{Target: &tgt}, os: booted,
+			wantPhase: state.Staging, wantAct: ActStage},
+		{name: "update with a foreign staged deployment: cleanup first", st: rec(state.Idle), ev: Checked{Target: &tgt}, os: foreign,
+			wantPhase: state.Staging, wantAct: ActCleanup},
+		{name: "update already staged but not by us: cleanup (no re-lock trap)", st: rec(state.Idle), ev: Checked{Target: &tgt}, os: staged,
+			wantPhase: state.Staging, wantAct: ActCleanup},
+		{name: "target in backoff: wait", st: rec(state.Idle, failed(1, false)), ev: Checked{Target: &tgt}, os: booted,
+			wantPhase: state.Idle, wantAct: ActWait, wantWhy: "retrying update new after failure 1"},
+		{name: "target set aside: reported", st: rec(state.Idle, failed(3, true)), ev: Checked{Target: &tgt}, os: booted,
+			wantPhase: state.Idle, wantAct: ActWait, wantWhy: "set aside after 3 failures"},
+		{name: "update-now retries a set-aside target", st: rec(state.Idle, failed(3, true)), ev: Checked{Target: &tgt}, os: booted, updateNow: true,
+			wantPhase: state.Staging, wantAct: ActStage,
+			check: func(t *testing.T, s state.State, a Action) {
+				if _, ok := s.Failures[tgt.Checksum]; ok {
+					t.Error("failure record kept")
+				}
+			}},
+
+		// 2. Stage.
+		{name: "cleanup done: stage", st: rec(state.Staging), ev: CleanedUp{}, os: booted, wantPhase: state.Staging, wantAct: ActStage},
+		{name: "staged: locked recorded, window open, ask order", st: rec(state.Staging), ev: StageDone{}, os: staged, wantPhase: state.Staged, wantAct: ActQueryOrder,
+			check: func(t *testing.T, s state.State, a Action) {
+				if s.Locked != tgt.Checksum {
+					t.Errorf("locked %q", s.Locked)
+				}
+			}},
+		{name: "stage failed: count, back off", st: rec(state.Staging), ev: StageDone{Err: errBoom}, os: booted, wantPhase: state.Idle, wantAct: ActWait,
+			check: func(t *testing.T, s state.State, a Action) {
+				f := s.Failures[tgt.Checksum]
+				if f.Count != 1 || f.SetAside || a.Failed != "stage" || !a.Until.Equal(t0.Add(time.Minute)) {
+					t.Errorf("failure %+v, action %+v", f, a)
+				}
+			}},
+		{name: "third stage failure sets the target aside", st: rec(state.Staging, failed(2, false)), ev: StageDone{Err: errBoom}, os: booted, wantPhase: state.Idle, wantAct: ActWait,
+			check: func(t *testing.T, s state.State, a Action) {
+				if f := s.Failures[tgt.Checksum]; f.Count != 3 || !f.SetAside {
+					t.Errorf("failure %+v", f)
+				}
+			}},
+		{name: "crash while staging, staging finished: staged", st: rec(state.Staging), ev: Recovered{}, os: staged, wantPhase: state.Staged, wantAct: ActQueryOrder},
+		{name: "crash while staging, nothing staged: stage again", st: rec(state.Staging), ev: Recovered{}, os: booted, wantPhase: state.Staging, wantAct: ActStage},
+
+		// 3. Window and slot.
+		{name: "window closed: wait for it", st: rec(state.Staged), ev: Ticked{}, os: staged, pol: func(p *Policy) { p.Window = hours{5, 6} },
+			wantPhase: state.Staged, wantAct: ActWait, wantWhy: "reboot window",
+			check: func(t *testing.T, s state.State, a Action) {
+				if !a.Until.Equal(t0.Add(2 * time.Hour)) {
+					t.Errorf("until %v", a.Until)
+				}
+			}},
+		{name: "staged deployment vanished: stage again", st: rec(state.Staged), ev: Ticked{}, os: booted, wantPhase: state.Idle, wantAct: ActCheck},
+		{name: "staged target in backoff after a failed hook", st: rec(state.Staged, failed(1, false)), ev: Ticked{}, os: staged, wantPhase: state.Staged, wantAct: ActWait, wantWhy: "retrying after failure"},
+		{name: "leader waits for followers", st: rec(state.Staged), ev: OrderQueried{Leader: true, PendingOthers: 2}, os: staged,
+			wantPhase: state.Staged, wantAct: ActWait, wantWhy: "letting 2 other node(s)"},
+		{name: "leader goes last", st: rec(state.Staged), ev: OrderQueried{Leader: true}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActAcquire},
+		{name: "follower queues", st: rec(state.Staged), ev: OrderQueried{PendingOthers: 2}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActAcquire},
+		{name: "not leader-aware: queue at once", st: rec(state.Staged), ev: Ticked{}, os: staged, pol: func(p *Policy) { p.LeaderAware = false },
+			wantPhase: state.WaitingSlot, wantAct: ActAcquire},
+		{name: "slot held: lease recorded, hooks", st: rec(state.WaitingSlot, lease), ev: SlotHeld{LeaseID: 0x99}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActRunHooks,
+			check: func(t *testing.T, s state.State, a Action) {
+				if s.LeaseID != 0x99 || !s.Queued {
+					t.Errorf("lease %x queued %v", s.LeaseID, s.Queued)
+				}
+			}},
+		{name: "acquire failed: retry, still queued", st: rec(state.WaitingSlot, lease), ev: SlotHeld{Err: errBoom}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActWait,
+			check: func(t *testing.T, s state.State, a Action) {
+				if !s.Queued {
+					t.Error("forgot the queue entry")
+				}
+			}},
+		{name: "retry of acquire", st: rec(state.WaitingSlot, lease), ev: Ticked{}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActAcquire},
+		{name: "restart while waiting: adopt", st: rec(state.WaitingSlot, lease), ev: Recovered{}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActAdopt},
+		{name: "adopted, still in line", st: rec(state.WaitingSlot, lease), ev: Adopted{Lease: LeaseWaiting}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActAcquire},
+		{name: "adopted while waiting, now holding", st: rec(state.WaitingSlot, lease), ev: Adopted{Lease: LeaseHolding}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActRunHooks},
+		{name: "adopted lease expired: queue again", st: rec(state.HoldingSlot), ev: Adopted{Lease: LeaseGone}, os: staged, wantPhase: state.Staged, wantAct: ActQueryOrder,
+			check: func(t *testing.T, s state.State, a Action) {
+				if s.Queued || s.LeaseID != 0 || !strings.Contains(s.LastError, "expired") {
+					t.Errorf("queued %v lease %x, error %q", s.Queued, s.LeaseID, s.LastError)
+				}
+			}},
+		{name: "restart holding: hooks again", st: rec(state.HoldingSlot), ev: Adopted{Lease: LeaseHolding}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActRunHooks},
+		{name: "restart holding, staged gone: release", st: rec(state.HoldingSlot), ev: Adopted{Lease: LeaseHolding}, os: booted, wantPhase: state.Releasing, wantAct: ActRelease},
+
+		// 4. Hooks.
+		{name: "hooks done: precheck", st: rec(state.HoldingSlot), ev: HooksDone{}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActPrecheck},
+		{name: "hook failed: release, keep staged locked", st: rec(state.HoldingSlot), ev: HooksDone{Err: errBoom}, os: staged, wantPhase: state.Releasing, wantAct: ActRelease,
+			check: func(t *testing.T, s state.State, a Action) {
+				if s.Locked != tgt.Checksum || a.Withdraw || a.Failed != "hooks" {
+					t.Errorf("locked %q, action %+v", s.Locked, a)
+				}
+			}},
+		{name: "released after failed hook: staged again, in backoff", st: rec(state.Releasing, func(s *state.State) { s.Locked = tgt.Checksum }, failed(1, false)),
+			ev: Released{}, os: staged, wantPhase: state.Staged, wantAct: ActWait},
+
+		// 5. Last checks and finalize.
+		{name: "all clear: finalize", st: rec(state.HoldingSlot), ev: Prechecked{Safe: true}, os: staged, wantPhase: state.Finalizing, wantAct: ActFinalize},
+		{name: "window closed meanwhile: release, stay staged", st: rec(state.HoldingSlot), ev: Prechecked{Safe: true}, os: staged,
+			pol: func(p *Policy) { p.Window = hours{5, 6} }, wantPhase: state.Releasing, wantAct: ActRelease},
+		{name: "leader: move leadership first", st: rec(state.HoldingSlot), ev: Prechecked{Leader: true, Safe: true}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActMoveLeader},
+		{name: "leader, moving disabled: finalize", st: rec(state.HoldingSlot), ev: Prechecked{Leader: true, Safe: true}, os: staged,
+			pol: func(p *Policy) { p.MoveLeader = false }, wantPhase: state.Finalizing, wantAct: ActFinalize},
+		{name: "quorum unsafe: hold and wait", st: rec(state.HoldingSlot), ev: Prechecked{Reason: "member m2 unhealthy"}, os: staged,
+			wantPhase: state.HoldingSlot, wantAct: ActWait, wantWhy: "m2 unhealthy"},
+		{name: "slot lost before finalize: no finalize", st: rec(state.HoldingSlot), ev: Prechecked{Safe: true, SlotLost: true}, os: staged, wantPhase: state.Staged, wantAct: ActQueryOrder},
+		{name: "moved: check again", st: rec(state.HoldingSlot), ev: LeaderMoved{}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActPrecheck},
+		{name: "finalize issued: wait for the reboot", st: rec(state.Finalizing), ev: FinalizeDone{}, os: staged, wantPhase: state.Finalizing, wantAct: ActWait, wantWhy: "rebooting"},
+		{name: "no reboot came: discard, release, count", st: rec(state.Finalizing), ev: Ticked{}, os: staged, wantPhase: state.Releasing, wantAct: ActCleanup,
+			check: func(t *testing.T, s state.State, a Action) {
+				if s.Failures[tgt.Checksum].Count != 1 || s.Locked != "" {
+					t.Errorf("%+v", s)
+				}
+			}},
+		{name: "already unlocked: cleanup and stage again, never loop", st: rec(state.Finalizing), ev: FinalizeDone{Err: fmt.Errorf("x: %w", ErrAlreadyUnlocked)}, os: staged,
+			wantPhase: state.Releasing, wantAct: ActCleanup},
+		{name: "checksum mismatch: cleanup", st: rec(state.Finalizing), ev: FinalizeDone{Err: ErrChecksumMismatch}, os: staged, wantPhase: state.Releasing, wantAct: ActCleanup},
+		{name: "no staged deployment: release and stage again", st: rec(state.Finalizing), ev: FinalizeDone{Err: ErrNoStagedDeployment}, os: booted,
+			wantPhase: state.Releasing, wantAct: ActRelease,
+			check: func(t *testing.T, s state.State, a Action) {
+				if !a.Withdraw {
+					t.Error("announcement kept")
+				}
+			}},
+		{name: "inhibited: keep it locked, release, retry later", st: rec(state.Finalizing), ev: FinalizeDone{Err: ErrInhibited}, os: staged, wantPhase: state.Releasing, wantAct: ActRelease,
+			check: func(t *testing.T, s state.State, a Action) {
+				if s.Locked != tgt.Checksum {
+					t.Error("locked record dropped")
+				}
+			}},
+		{name: "cleanup after aborted finalize: release", st: rec(state.Releasing), ev: CleanedUp{}, os: booted, wantPhase: state.Releasing, wantAct: ActRelease},
+		{name: "restart in finalizing, same boot: never finalize blind", st: rec(state.Finalizing), ev: Recovered{}, os: staged, wantPhase: state.Releasing, wantAct: ActCleanup},
+
+		// 6. After boot.
+		{name: "rebooted after finalize: verify", st: rec(state.Finalizing), ev: Started{}, boot: "b2", os: rebootd, wantPhase: state.Verifying, wantAct: ActRecover},
+		{name: "verifying: adopt the lease first", st: rec(state.Verifying), ev: Recovered{}, os: rebootd, wantPhase: state.Verifying, wantAct: ActAdopt},
+		{name: "adopted after boot: verify", st: rec(state.Verifying), ev: Adopted{Lease: LeaseHolding}, os: rebootd, wantPhase: state.Verifying, wantAct: ActVerify},
+		{name: "lease expired during reboot: verify anyway", st: rec(state.Verifying), ev: Adopted{Lease: LeaseGone}, os: rebootd, wantPhase: state.Verifying, wantAct: ActVerify},
+		{name: "booted the wrong deployment: failure, release", st: rec(state.Verifying), ev: Adopted{Lease: LeaseHolding}, os: booted, wantPhase: state.Releasing, wantAct: ActRelease,
+			check: func(t *testing.T, s state.State, a Action) {
+				if a.Failed != "verify" {
+					t.Errorf("%+v", a)
+				}
+			}},
+		{name: "member unhealthy: hold the slot", st: rec(state.Verifying), ev: VerifyDone{Reason: "raft index lag 5000"}, os: rebootd, wantPhase: state.Verifying, wantAct: ActWait, wantWhy: "lag"},
+		{name: "healthy: release and withdraw", st: rec(state.Verifying, failed(1, false)), ev: VerifyDone{Healthy: true}, os: rebootd, wantPhase: state.Releasing, wantAct: ActRelease,
+			check: func(t *testing.T, s state.State, a Action) {
+				if !a.Withdraw || len(s.Failures) != 0 {
+					t.Errorf("action %+v failures %v", a, s.Failures)
+				}
+			}},
+		{name: "released: idle until next check", st: rec(state.Releasing, func(s *state.State) { s.NextCheck = t0.Add(time.Hour) }), ev: Released{}, os: rebootd, wantPhase: state.Idle, wantAct: ActWait},
+		{name: "released with an unlocked staged left: cleanup", st: rec(state.Releasing), ev: Released{}, os: foreign, wantPhase: state.Idle, wantAct: ActCleanup},
+		{name: "release failed: retry", st: rec(state.Releasing), ev: Released{Err: errBoom}, os: rebootd, wantPhase: state.Releasing, wantAct: ActWait},
+
+		// Unplanned reboots.
+		{name: "unplanned reboot while staged: stage again", st: rec(state.Staged), ev: Started{}, boot: "b2", os: booted, wantPhase: state.Idle, wantAct: ActRecover,
+			check: func(t *testing.T, s state.State, a Action) {
+				if s.Locked != "" || s.NextCheck.After(t0) {
+					t.Errorf("%+v", s)
+				}
+			}},
+		{name: "unplanned reboot while holding: give the slot back", st: rec(state.HoldingSlot), ev: Started{}, boot: "b2", os: booted, wantPhase: state.Releasing, wantAct: ActRecover},
+		{name: "unplanned reboot while staging", st: rec(state.Staging, unlocked), ev: Started{}, boot: "b2", os: booted, wantPhase: state.Idle, wantAct: ActRecover},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pol := testPolicy()
+			if c.pol != nil {
+				c.pol(&pol)
+			}
+			boot := c.boot
+			if boot == "" {
+				boot = "b1"
+			}
+			before := c.st.Clone()
+			obs := Obs{BootID: boot, OS: c.os, Recovered: true, UpdateNow: c.updateNow, Rand: 0.5}
+			st, act := Decide(c.st, c.ev, obs, pol, t0)
+			if st.Phase != c.wantPhase || act.Kind != c.wantAct {
+				t.Fatalf("got %s / %s, want %s / %s", st.Phase, act, c.wantPhase, c.wantAct)
+			}
+			if c.wantWhy != "" && !strings.Contains(act.Reason, c.wantWhy) {
+				t.Errorf("reason %q does not say %q", act.Reason, c.wantWhy)
+			}
+			if st.BootID != boot {
+				t.Errorf("record not stamped with the current boot: %q", st.BootID)
+			}
+			if !c.st.Equal(before) {
+				t.Error("Decide changed its input")
+			}
+			if c.check != nil {
+				c.check(t, st, act)
+			}
+		})
+	}
+}
+
+// Never a finalize without a held, locked, staged target: every event, from
+// every phase, in every world.
+func TestDecideNeverFinalizesBlind(t *testing.T) {
+	events := []Event{Started{}, Ticked{}, Recovered{}, Checked{Target: &tgt}, StageDone{}, CleanedUp{},
+		OrderQueried{}, SlotHeld{LeaseID: 1}, Adopted{Lease: LeaseHolding}, Adopted{Lease: LeaseGone},
+		HooksDone{}, Prechecked{Safe: true}, Prechecked{Safe: true, SlotLost: true}, LeaderMoved{}, FinalizeDone{}, VerifyDone{Healthy: true}, Released{}}
+	for _, p := range state.Phases {
+		for _, os := range []OSStatus{booted, staged, foreign, rebootd} {
+			for _, ev := range events {
+				st := rec(p)
+				next, act := Decide(st, ev, Obs{BootID: "b1", OS: os, Recovered: true}, testPolicy(), t0)
+				if act.Kind != ActFinalize {
+					continue
+				}
+				if st.Phase != state.HoldingSlot || !next.Queued || next.Locked != tgt.Checksum || os.Staged == nil || os.Staged.Checksum != tgt.Checksum {
+					t.Errorf("%s + %T (%+v): finalize from %+v", p, ev, os, st)
+				}
+			}
+		}
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	b := Backoff{Base: time.Minute, Max: 30 * time.Minute, Jitter: 0.5}
+	for _, c := range []struct {
+		n    int
+		r    float64
+		want time.Duration
+	}{
+		{1, 0.5, time.Minute},
+		{2, 0.5, 2 * time.Minute},
+		{4, 0.5, 8 * time.Minute},
+		{6, 0.5, 30 * time.Minute}, // capped
+		{60, 0.5, 30 * time.Minute},
+		{1, 0, 45 * time.Second},     // -25 %
+		{1, 0.999, 75 * time.Second}, // about +25 %
+		{0, 0.5, time.Minute},
+	} {
+		got := b.Delay(c.n, c.r)
+		if d := got - c.want; d < -time.Second || d > time.Second {
+			t.Errorf("Delay(%d, %v) = %v, want %v", c.n, c.r, got, c.want)
+		}
+	}
+}

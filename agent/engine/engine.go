@@ -1,0 +1,400 @@
+// Package engine runs the update flow as a crash-safe state machine:
+//
+//	check -> stage gently (locked) -> wait for a window -> take a reboot slot
+//	(followers first) -> pre-reboot hooks -> re-check window, leadership and
+//	quorum -> finalize-deployment (reboot) -> after boot: booted is the
+//	target and the etcd member is healthy -> release the slot.
+//
+// Decide (decide.go) is the pure core; Engine persists each decision before
+// acting on it and carries actions out through small ports (ports.go).
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/update-agent/update-agent/agent/state"
+)
+
+// Metrics receives what the engine measures (agent/metrics implements it).
+type Metrics interface {
+	SetPhase(state.Phase)
+	StagingDone(d time.Duration, err error)
+	LockWaited(d time.Duration)
+	LeaderMoved()
+	Failed(step string)
+}
+
+// Options are the engine's ports and policy. OS, Stager and Store are
+// required; the rest default to stand-ins for "not configured".
+type Options struct {
+	OS      OS
+	Stager  Stager
+	Lock    Lock    // default NoLock (locking disabled)
+	Cluster Cluster // default NoCluster (no etcd member on this host)
+	Hooks   Hooks   // default NoHooks
+	Store   Store
+	// BootID returns the current boot's ID (state.ReadBootID).
+	BootID  func() (string, error)
+	Policy  Policy
+	Clock   clockwork.Clock
+	Log     *slog.Logger
+	Metrics Metrics
+	// Status receives a one-line status (sd_notify STATUS=) on change.
+	Status func(string)
+	// Beat is called while the engine makes progress (watchdog).
+	Beat func()
+	// BeatInterval paces Beat during long actions and waits (default 5s).
+	BeatInterval time.Duration
+	// Rand feeds jitter (default math/rand/v2).
+	Rand func() float64
+}
+
+// Snapshot is what `update-agent status` shows of the engine.
+type Snapshot struct {
+	State      state.State `json:"state"`
+	Action     Action      `json:"action"`
+	OS         OSStatus    `json:"os"`
+	BootID     string      `json:"boot_id"`
+	NextWindow time.Time   `json:"next_window,omitzero"`
+	UpdateNow  bool        `json:"update_now_pending,omitempty"`
+	At         time.Time   `json:"at"`
+}
+
+// Engine runs the flow. Create it with New; Run it once.
+type Engine struct {
+	o         Options
+	log       *slog.Logger
+	wake      chan struct{}
+	recovered bool
+
+	mu        sync.Mutex
+	snap      Snapshot
+	updateNow bool
+	lastShown string
+}
+
+// New returns an engine; it reads nothing until Run.
+func New(o Options) *Engine {
+	if o.Lock == nil {
+		o.Lock = NoLock{}
+	}
+	if o.Cluster == nil {
+		o.Cluster = NoCluster{}
+	}
+	if o.Hooks == nil {
+		o.Hooks = NoHooks{}
+	}
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.BootID == nil {
+		o.BootID = func() (string, error) { return state.ReadBootID(state.BootIDPath) }
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Float64
+	}
+	if o.BeatInterval <= 0 {
+		o.BeatInterval = 5 * time.Second
+	}
+	if o.Policy.RecheckInterval <= 0 {
+		o.Policy.RecheckInterval = 30 * time.Second
+	}
+	return &Engine{o: o, log: o.Log, wake: make(chan struct{}, 1)}
+}
+
+// UpdateNow asks for a check (and staging) now; windows and the lock still
+// apply. Safe from any goroutine.
+func (e *Engine) UpdateNow() {
+	e.mu.Lock()
+	e.updateNow = true
+	e.snap.UpdateNow = true
+	e.mu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Snapshot returns the latest decision and what it was based on.
+func (e *Engine) Snapshot() Snapshot {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.snap
+	s.State = s.State.Clone()
+	return s
+}
+
+// Run drives the flow until ctx ends. It returns nil on a clean stop and an
+// error when it cannot go on safely (the record cannot be read or written).
+// Cancelling ctx cancels the running action (staging is cancelled with
+// SIGINT semantics by the stager); the record already names that step, so
+// the next start resumes it.
+func (e *Engine) Run(ctx context.Context) error {
+	st, err := e.o.Store.Load()
+	if err != nil {
+		return err
+	}
+	bootID, err := e.o.BootID()
+	if err != nil {
+		return err
+	}
+	var ev Event = Started{}
+	for ctx.Err() == nil {
+		e.beat()
+		obs, err := e.observe(ctx, bootID)
+		if err != nil {
+			e.show(st, Action{Kind: ActWait, Reason: err.Error()}, obs)
+			e.log.Warn("cannot observe the host; retrying", "err", err, "state", st.Phase)
+			e.wait(ctx, e.o.Clock.Now().Add(e.o.Policy.RecheckInterval))
+			continue
+		}
+		next, act := Decide(st, ev, obs, e.o.Policy, e.o.Clock.Now())
+		if _, ok := ev.(Checked); ok {
+			e.consumeUpdateNow()
+		}
+		if !next.Equal(st) {
+			if err := e.o.Store.Save(next); err != nil {
+				return fmt.Errorf("persisting %s -> %s: %w", st.Phase, next.Phase, err)
+			}
+		}
+		e.record(st, next, ev, act, obs)
+		st = next
+		ev = e.do(ctx, st, act)
+	}
+	return nil
+}
+
+func (e *Engine) observe(ctx context.Context, bootID string) (Obs, error) {
+	os, err := e.o.OS.Status(ctx)
+	if err != nil {
+		return Obs{BootID: bootID}, fmt.Errorf("reading rpm-ostree status: %w", err)
+	}
+	e.mu.Lock()
+	now := e.updateNow
+	e.mu.Unlock()
+	return Obs{BootID: bootID, OS: os, Recovered: e.recovered, UpdateNow: now, Rand: e.o.Rand()}, nil
+}
+
+func (e *Engine) consumeUpdateNow() {
+	e.mu.Lock()
+	e.updateNow, e.snap.UpdateNow = false, false
+	e.mu.Unlock()
+}
+
+// do carries out one action and returns its result as the next event.
+func (e *Engine) do(ctx context.Context, st state.State, act Action) Event {
+	o := e.o
+	switch act.Kind {
+	case ActWait:
+		e.wait(ctx, act.Until)
+		return Ticked{}
+	case ActRecover:
+		err := e.busy(ctx, func() error { return o.Stager.Recover(ctx) })
+		e.recovered = err == nil
+		return Recovered{Err: err}
+	case ActCheck:
+		var t *state.Target
+		err := e.busy(ctx, func() (err error) { t, err = o.OS.Check(ctx); return err })
+		return Checked{Target: t, Err: err}
+	case ActStage:
+		start := o.Clock.Now()
+		err := e.busy(ctx, func() error { return o.Stager.Stage(ctx, st.Target) })
+		if o.Metrics != nil && ctx.Err() == nil {
+			o.Metrics.StagingDone(o.Clock.Since(start), err)
+		}
+		if err == nil {
+			if aerr := o.Lock.Announce(ctx, st.Target.Checksum); aerr != nil {
+				e.log.Warn("announcing the pending update (leaders may reboot before this node)", "err", aerr)
+			}
+		}
+		return StageDone{Err: err}
+	case ActCleanup:
+		return CleanedUp{Err: e.busy(ctx, func() error { return o.OS.Cleanup(ctx) })}
+	case ActQueryOrder:
+		var ev OrderQueried
+		ev.Err = e.busy(ctx, func() (err error) {
+			if ev.Leader, err = o.Cluster.LocalIsLeader(ctx); err != nil || !ev.Leader {
+				return err
+			}
+			ev.PendingOthers, err = o.Lock.PendingOthers(ctx)
+			return err
+		})
+		return ev
+	case ActAcquire:
+		start := o.Clock.Now()
+		var id int64
+		err := e.busy(ctx, func() (err error) { id, err = o.Lock.Acquire(ctx, st.Target.Checksum); return err })
+		if err == nil && o.Metrics != nil {
+			o.Metrics.LockWaited(o.Clock.Since(start))
+		}
+		return SlotHeld{LeaseID: id, Err: err}
+	case ActAdopt:
+		var ls LeaseState
+		err := e.busy(ctx, func() (err error) { ls, err = o.Lock.Adopt(ctx); return err })
+		if err == nil && ls == LeaseGone {
+			e.log.Error("reboot-slot entry gone (lease expired while the agent was not running); the slot may have gone to another node",
+				"lease_id", fmt.Sprintf("%x", st.LeaseID), "state", st.Phase)
+		}
+		return Adopted{Lease: ls, Err: err}
+	case ActRunHooks:
+		return HooksDone{Err: e.busy(ctx, func() error { return o.Hooks.Run(ctx) })}
+	case ActPrecheck:
+		return e.precheck(ctx, st)
+	case ActMoveLeader:
+		err := e.busy(ctx, func() error { return o.Cluster.MoveLeaderAway(ctx) })
+		if err == nil && o.Metrics != nil {
+			o.Metrics.LeaderMoved()
+		}
+		return LeaderMoved{Err: err}
+	case ActFinalize:
+		return FinalizeDone{Err: e.busy(ctx, func() error { return o.OS.Finalize(ctx, st.Locked) })}
+	case ActVerify:
+		var ev VerifyDone
+		ev.Err = e.busy(ctx, func() (err error) { ev.Healthy, ev.Reason, err = o.Cluster.LocalHealthy(ctx); return err })
+		return ev
+	case ActRelease:
+		err := e.busy(ctx, func() error { return o.Lock.Release(ctx) })
+		if err == nil {
+			// Releasing may drop the announcement with the lease; keep it
+			// while the update is still pending here.
+			var aerr error
+			if act.Withdraw {
+				aerr = o.Lock.Withdraw(ctx)
+			} else {
+				aerr = o.Lock.Announce(ctx, st.Target.Checksum)
+			}
+			if aerr != nil {
+				e.log.Warn("updating the pending-update announcement", "err", aerr)
+			}
+		}
+		return Released{Err: err}
+	}
+	panic(fmt.Sprintf("engine: unknown action %q", act.Kind))
+}
+
+// precheck is the last look before finalizing: the slot is still ours, who
+// leads, and whether the cluster can lose this member.
+func (e *Engine) precheck(ctx context.Context, st state.State) Event {
+	var ev Prechecked
+	ev.Err = e.busy(ctx, func() error {
+		ls, err := e.o.Lock.Adopt(ctx)
+		if err != nil {
+			return err
+		}
+		if ev.SlotLost = ls != LeaseHolding; ev.SlotLost {
+			e.log.Error("reboot slot lost before finalizing", "lease_id", fmt.Sprintf("%x", st.LeaseID), "lease", ls.String())
+			return nil
+		}
+		if ev.Leader, err = e.o.Cluster.LocalIsLeader(ctx); err != nil {
+			return err
+		}
+		ev.Safe, ev.Reason, err = e.o.Cluster.SafeToReboot(ctx)
+		return err
+	})
+	return ev
+}
+
+// busy runs a blocking action while beating the watchdog: a long staging or
+// a long wait for a slot is progress, a wedged loop is not.
+func (e *Engine) busy(ctx context.Context, f func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	t := time.NewTicker(e.o.BeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-t.C:
+			e.beat()
+		}
+	}
+}
+
+// wait sleeps until `until`, an update-now request or the end of ctx.
+func (e *Engine) wait(ctx context.Context, until time.Time) {
+	d := until.Sub(e.o.Clock.Now())
+	if d <= 0 {
+		return
+	}
+	timer := e.o.Clock.NewTimer(d)
+	defer timer.Stop()
+	t := time.NewTicker(e.o.BeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.Chan():
+			return
+		case <-e.wake:
+			return
+		case <-t.C:
+			e.beat()
+		}
+	}
+}
+
+func (e *Engine) beat() {
+	if e.o.Beat != nil {
+		e.o.Beat()
+	}
+}
+
+// record publishes a decision: log, metrics, status, snapshot.
+func (e *Engine) record(prev, st state.State, ev Event, act Action, obs Obs) {
+	if act.Failed != "" {
+		f := st.Failures[st.Target.Checksum]
+		e.log.Error("update step failed", "step", act.Failed, "state", st.Phase, "target_checksum", st.Target.Checksum,
+			"failures", f.Count, "set_aside", f.SetAside, "retry_at", f.RetryAt, "err", f.LastError)
+		if e.o.Metrics != nil {
+			e.o.Metrics.Failed(act.Failed)
+		}
+	}
+	if prev.Phase != st.Phase {
+		e.log.Info("state changed", "from", prev.Phase, "state", st.Phase, "target_checksum", st.Target.Checksum, "event", ev.eventName())
+	}
+	if e.o.Metrics != nil {
+		e.o.Metrics.SetPhase(st.Phase)
+	}
+	e.show(st, act, obs)
+}
+
+func (e *Engine) show(st state.State, act Action, obs Obs) {
+	line := fmt.Sprintf("%s: %s", st.Phase, act.Reason)
+	if act.Reason == "" {
+		line = fmt.Sprintf("%s: %s", st.Phase, act.Kind)
+	}
+	var w time.Time
+	if win := e.o.Policy.Window; win != nil {
+		w = win.Next(e.o.Clock.Now())
+	}
+	e.mu.Lock()
+	changed := line != e.lastShown
+	e.lastShown = line
+	e.snap = Snapshot{State: st.Clone(), Action: act, OS: obs.OS, BootID: obs.BootID, NextWindow: w, UpdateNow: e.updateNow, At: e.o.Clock.Now()}
+	e.mu.Unlock()
+	if !changed {
+		return
+	}
+	attrs := []any{"state", st.Phase, "action", act.Kind, "target_checksum", st.Target.Checksum}
+	if act.Kind == ActWait {
+		attrs = append(attrs, "wait_reason", act.Reason, "until", act.Until)
+	} else {
+		attrs = append(attrs, "reason", act.Reason)
+	}
+	e.log.Info(line, attrs...)
+	if e.o.Status != nil {
+		e.o.Status(line)
+	}
+}

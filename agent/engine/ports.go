@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/state"
+)
+
+// The engine's ports: small interfaces it owns, implemented by adapters over
+// agent/rpmostree, agent/stage, agent/lock and agent/etcdmember (see
+// cmd/update-agent/wire.go) and by fakes in tests.
+
+// Deployment is what the engine needs to know of an rpm-ostree deployment.
+type Deployment struct {
+	// Checksum is what finalize-deployment expects for it (base checksum,
+	// checksum, or image digest).
+	Checksum string `json:"checksum"`
+	Version  string `json:"version,omitempty"`
+}
+
+// OSStatus is rpm-ostree's status, reduced.
+type OSStatus struct {
+	Booted Deployment  `json:"booted"`
+	Staged *Deployment `json:"staged,omitempty"`
+}
+
+// OS drives rpm-ostree.
+type OS interface {
+	Status(ctx context.Context) (OSStatus, error)
+	// Check returns the available update, or nil when there is none.
+	Check(ctx context.Context) (*state.Target, error)
+	// Finalize unlocks the staged deployment and reboots. Refusals wrap the
+	// Err* values below.
+	Finalize(ctx context.Context, checksum string) error
+	// Cleanup discards the staged deployment (rpm-ostree cleanup -p).
+	Cleanup(ctx context.Context) error
+}
+
+// Finalize refusals, wrapped by OS adapters.
+var (
+	ErrNoStagedDeployment = errors.New("no pending staged deployment")
+	ErrChecksumMismatch   = errors.New("staged deployment is not the expected one")
+	ErrInhibited          = errors.New("reboot blocked by a systemd inhibitor lock")
+	ErrAlreadyUnlocked    = errors.New("staged deployment already unlocked")
+)
+
+// Stager stages gently (transient unit, I/O policy, guard) with
+// --lock-finalization, and undoes what an interrupted staging left behind.
+type Stager interface {
+	// Stage returns once target is staged and locked; cancelling ctx
+	// cancels the transaction (SIGINT semantics) and undoes the policy.
+	Stage(ctx context.Context, target state.Target) error
+	// Recover restores the scheduler, drop-ins and frozen units an earlier
+	// process left behind. Idempotent.
+	Recover(ctx context.Context) error
+}
+
+// LeaseState is what became of a persisted lease.
+type LeaseState int
+
+const (
+	LeaseGone    LeaseState = iota // expired or revoked: the slot (or place in line) is lost
+	LeaseWaiting                   // alive, still in line
+	LeaseHolding                   // alive and holding a slot
+)
+
+func (l LeaseState) String() string {
+	return [...]string{"gone", "waiting", "holding"}[l]
+}
+
+// Lock is the reboot-slot semaphore in etcd.
+type Lock interface {
+	// Acquire queues this node and blocks until it holds a slot. It is
+	// idempotent per node: an entry an earlier process left keeps its place
+	// (the engine may die between queueing and recording it).
+	Acquire(ctx context.Context, target string) (leaseID int64, err error)
+	// Adopt re-attaches this node's entry after a restart or reboot, keeps
+	// its lease alive and says where it stands. Idempotent.
+	Adopt(ctx context.Context) (LeaseState, error)
+	// Release deletes the entry and revokes the lease; an entry already
+	// gone is not an error.
+	Release(ctx context.Context) error
+	// Announce records that this node has target staged and pending, so a
+	// leader lets its followers go first; Withdraw removes the record.
+	Announce(ctx context.Context, target string) error
+	Withdraw(ctx context.Context) error
+	// PendingOthers counts other nodes of the group with an update pending.
+	PendingOthers(ctx context.Context) (int, error)
+}
+
+// Cluster is the local etcd member's view of its cluster.
+type Cluster interface {
+	LocalIsLeader(ctx context.Context) (bool, error)
+	// SafeToReboot reports whether quorum survives this member going down
+	// and every other member is healthy; reason says why not.
+	SafeToReboot(ctx context.Context) (ok bool, reason string, err error)
+	// MoveLeaderAway hands leadership to the best follower and confirms it.
+	MoveLeaderAway(ctx context.Context) error
+	// LocalHealthy reports whether the local member is healthy and caught up.
+	LocalHealthy(ctx context.Context) (ok bool, reason string, err error)
+}
+
+// Hooks runs the pre-reboot hooks (drain, stop kubelet...).
+type Hooks interface {
+	Run(ctx context.Context) error
+}
+
+// Window is when reboots are allowed (config's reboot windows).
+type Window interface {
+	Contains(t time.Time) bool
+	// Next returns the next time at or after t inside the window.
+	Next(t time.Time) time.Time
+}
+
+// Store persists the engine's record (state.Store).
+type Store interface {
+	Load() (state.State, error)
+	Save(state.State) error
+}
+
+// Always is the window of the "immediate" reboot strategy.
+type Always struct{}
+
+func (Always) Contains(time.Time) bool    { return true }
+func (Always) Next(t time.Time) time.Time { return t }
+
+// NoLock stands in when locking is disabled: one holder, always granted.
+type NoLock struct{}
+
+func (NoLock) Acquire(context.Context, string) (int64, error)        { return 0, nil }
+func (NoLock) Adopt(context.Context) (LeaseState, error)             { return LeaseHolding, nil }
+func (NoLock) Release(context.Context) error                         { return nil }
+func (NoLock) Announce(context.Context, string) error                { return nil }
+func (NoLock) Withdraw(context.Context) error                        { return nil }
+func (NoLock) PendingOthers(context.Context) (int, error)            { return 0, nil }
+func (NoCluster) LocalIsLeader(context.Context) (bool, error)        { return false, nil }
+func (NoCluster) SafeToReboot(context.Context) (bool, string, error) { return true, "", nil }
+func (NoCluster) MoveLeaderAway(context.Context) error               { return nil }
+func (NoCluster) LocalHealthy(context.Context) (bool, string, error) { return true, "", nil }
+func (NoHooks) Run(context.Context) error                            { return nil }
+
+// NoCluster stands in when no etcd member runs on the host.
+type NoCluster struct{}
+
+// NoHooks stands in when no pre-reboot hooks are configured.
+type NoHooks struct{}
