@@ -150,13 +150,28 @@ func discover(root string, src *Sources) ([]string, []error) {
 	var files []string
 	for _, n := range names {
 		p := winner[n]
-		if target, err := os.Readlink(p); err == nil && target == "/dev/null" {
+		if isMask(p) {
 			src.Masked = append(src.Masked, p)
 			continue
 		}
 		files = append(files, p)
 	}
 	return files, errs
+}
+
+// isMask reports whether p is a symlink to /dev/null (written literally,
+// or resolving to the device itself).
+func isMask(p string) bool {
+	target, err := os.Readlink(p)
+	if err != nil {
+		return false
+	}
+	if filepath.Clean(target) == "/dev/null" {
+		return true
+	}
+	st, err1 := os.Stat(p)
+	null, err2 := os.Stat("/dev/null")
+	return err1 == nil && err2 == nil && os.SameFile(st, null)
 }
 
 // mergeFragment decodes one file key by key and copies over only the keys
@@ -184,7 +199,10 @@ func mergeFragment(cfg *Config, src *Sources, all []leaf, file string) []error {
 			continue
 		}
 		var sec map[string]toml.Primitive
-		if err := md.PrimitiveDecode(prim, &sec); err != nil {
+		// The toml package decodes a non-table into a map as nothing at
+		// all, so check the type first ("" is a table only implied by a
+		// header such as [[reboot.windows]]).
+		if t := md.Type(name); (t != "Hash" && t != "") || md.PrimitiveDecode(prim, &sec) != nil {
 			errs = append(errs, &FieldError{File: file, Key: name, Msg: "must be a table ([" + name + "])"})
 			continue
 		}

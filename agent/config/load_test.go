@@ -150,6 +150,18 @@ func TestLayering(t *testing.T) {
 			},
 		},
 		{
+			name: "a symlinked fragment is read",
+			files: map[string]string{
+				"/srv/shared/lock.toml": "[lock]\nslots = 6\n",
+				etcDir + "50-lock.toml": "->../../../srv/shared/lock.toml",
+			},
+			check: func(t *testing.T, c *Config, s *Sources) {
+				if c.Lock.Slots != 6 || len(s.Masked) != 0 {
+					t.Errorf("slots=%d masked=%v", c.Lock.Slots, s.Masked)
+				}
+			},
+		},
+		{
 			name: "a fragment in /etc overrides a mask below it",
 			files: map[string]string{
 				runDir + "50-lock.toml": devNull,
@@ -207,6 +219,8 @@ func TestLoadErrorsNameFileAndKey(t *testing.T) {
 			[]string{etcDir + "50-lock.toml: lock.reboot_lease_ttl: invalid duration \"15 minutes\""}},
 		{"duration as a number", map[string]string{etcDir + "50-lock.toml": "[lock]\nreboot_lease_ttl = 900\n"},
 			[]string{etcDir + "50-lock.toml: lock.reboot_lease_ttl: must be a duration string like \"15m\", got an integer"}},
+		{"a section that is not a table", map[string]string{etcDir + "50-x.toml": "lock = 5\n"},
+			[]string{etcDir + "50-x.toml: lock: must be a table ([lock])"}},
 		{"syntax error", map[string]string{etcDir + "50-lock.toml": "[lock\nslots = 2\n"},
 			[]string{etcDir + "50-lock.toml: expected", "(line 2)"}},
 		{"every error is reported, across files", map[string]string{
