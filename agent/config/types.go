@@ -105,14 +105,22 @@ type Guard struct {
 	// it as LatencyFactor times the p99 measured before staging starts.
 	FsyncP99Threshold Duration `toml:"fsync_p99_threshold"`
 	LatencyFactor     float64  `toml:"latency_factor"`
+	// ThawFactor thaws when the median is back within this times the
+	// normal median (requiring every sample low starved the stager).
+	ThawFactor float64 `toml:"thaw_factor"`
 	// IOPressureThreshold is the share of time (percent) some task waited
 	// on I/O (PSI io.pressure "some") over Window above which staging is
 	// frozen.
 	IOPressureThreshold float64  `toml:"io_pressure_threshold"`
 	Interval            Duration `toml:"interval"`
 	Window              Duration `toml:"window"`
-	// MaxFreeze caps a single freeze so the stager always makes progress.
+	// MinFreeze and MaxFreeze bound a single freeze; MaxFreeze makes sure
+	// the stager always makes progress.
+	MinFreeze Duration `toml:"min_freeze"`
 	MaxFreeze Duration `toml:"max_freeze"`
+	// MinRunShare is the least share of time the stager runs between
+	// freezes.
+	MinRunShare float64 `toml:"min_run_share"`
 	// MaxTotalPause is the total frozen time after which the guard stops
 	// pacing and reports (escalates) instead of starving staging forever.
 	MaxTotalPause Duration `toml:"max_total_pause"`
@@ -224,10 +232,13 @@ func Default() *Config {
 			// kubeadm's etcd serves plain-HTTP metrics here.
 			MetricsURL:          "http://127.0.0.1:2381/metrics",
 			LatencyFactor:       2,
+			ThawFactor:          1.5,
 			IOPressureThreshold: 40,
 			Interval:            Duration(time.Second),
 			Window:              Duration(10 * time.Second),
+			MinFreeze:           Duration(200 * time.Millisecond),
 			MaxFreeze:           Duration(2 * time.Second),
+			MinRunShare:         0.2,
 			MaxTotalPause:       Duration(30 * time.Minute),
 		},
 		Lock: Lock{

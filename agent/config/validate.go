@@ -219,8 +219,11 @@ func (k *checker) guard(g *Guard) {
 		}
 	}
 	k.nonNegative("guard.fsync_p99_threshold", g.FsyncP99Threshold)
-	if g.LatencyFactor < 1 {
-		k.fail("guard.latency_factor", "must be >= 1, got %v", g.LatencyFactor)
+	if g.LatencyFactor <= 1 {
+		k.fail("guard.latency_factor", "must be > 1, got %v", g.LatencyFactor)
+	}
+	if g.ThawFactor < 1 || (g.LatencyFactor > 1 && g.ThawFactor > g.LatencyFactor) {
+		k.failRel("guard.thaw_factor", []string{"guard.latency_factor"}, "must be >= 1 and <= guard.latency_factor (%v), got %v", g.LatencyFactor, g.ThawFactor)
 	}
 	if g.IOPressureThreshold <= 0 || g.IOPressureThreshold > 100 {
 		k.fail("guard.io_pressure_threshold", "must be > 0 and <= 100 (percent), got %v", g.IOPressureThreshold)
@@ -230,7 +233,14 @@ func (k *checker) guard(g *Guard) {
 	if g.Interval > 0 && g.Window < g.Interval {
 		k.failRel("guard.window", []string{"guard.interval"}, "must be >= guard.interval (%s), got %q", g.Interval, g.Window.String())
 	}
+	k.positive("guard.min_freeze", g.MinFreeze)
 	k.positive("guard.max_freeze", g.MaxFreeze)
+	if g.MinFreeze > 0 && g.MaxFreeze > 0 && g.MinFreeze > g.MaxFreeze {
+		k.failRel("guard.min_freeze", []string{"guard.max_freeze"}, "must be <= guard.max_freeze (%s), got %q", g.MaxFreeze, g.MinFreeze.String())
+	}
+	if g.MinRunShare <= 0 || g.MinRunShare > 1 {
+		k.fail("guard.min_run_share", "must be > 0 and <= 1, got %v", g.MinRunShare)
+	}
 	k.positive("guard.max_total_pause", g.MaxTotalPause)
 }
 
