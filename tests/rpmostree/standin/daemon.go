@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/update-agent/update-agent/agent/oplog"
+	"github.com/update-agent/update-agent/agent/sdnotify"
 )
 
 // Daemon is the stand-in rpm-ostreed: it owns the sysroot and runs one
@@ -76,6 +77,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		return err
 	}
 	go func() { <-ctx.Done(); ln.Close() }()
+	_ = sdnotify.Notifier{}.Ready("idle") // Type=notify in rpm-ostreed.service
 	d.log.Info("rpm-ostreed stand-in ready", "socket", d.cfg.Socket, "sysroot", d.cfg.Sysroot, "run_dir", d.cfg.RunDir)
 	for {
 		conn, err := ln.Accept()
