@@ -1,0 +1,141 @@
+// Package metrics is the agent's Prometheus registry: its own, never the
+// default one (importing etcd's server registers hundreds of metrics there).
+// It implements engine.Metrics and takes the guard's decisions.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/update-agent/update-agent/agent/state"
+)
+
+const ns = "update_agent"
+
+// Metrics holds the agent's collectors.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	state          *prometheus.GaugeVec
+	stagingSeconds *prometheus.HistogramVec
+	frozenSeconds  prometheus.Counter
+	guardDecisions *prometheus.CounterVec
+	lockWait       prometheus.Histogram
+	leaderMoves    prometheus.Counter
+	failures       *prometheus.CounterVec
+}
+
+// New returns the agent's metrics in a fresh registry.
+func New(version string) *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ns, Name: "state",
+			Help: "1 for the engine's current state, 0 for the others.",
+		}, []string{"state"}),
+		stagingSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Name: "staging_seconds",
+			Help:    "Duration of staging attempts, by result.",
+			Buckets: prometheus.ExponentialBuckets(30, 2, 10), // 30 s .. ~4 h
+		}, []string{"result"}),
+		frozenSeconds: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Name: "staging_frozen_seconds_total",
+			Help: "Time the latency guard kept staging frozen.",
+		}),
+		guardDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "guard_decisions_total",
+			Help: "Latency guard decisions (freeze, thaw, forced_thaw, ...).",
+		}, []string{"decision"}),
+		lockWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Name: "lock_wait_seconds",
+			Help:    "Time spent waiting for a reboot slot.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 10), // 1 s .. ~3 days
+		}),
+		leaderMoves: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Name: "leader_moves_total",
+			Help: "Times this agent moved etcd leadership away before rebooting.",
+		}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "failures_total",
+			Help: "Failed update steps, by step (stage, hooks, finalize, verify).",
+		}, []string{"step"}),
+	}
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: ns, Name: "build_info", Help: "Always 1; the agent's version.",
+	}, []string{"version"})
+	info.WithLabelValues(version).Set(1)
+	m.Registry.MustRegister(m.state, m.stagingSeconds, m.frozenSeconds, m.guardDecisions,
+		m.lockWait, m.leaderMoves, m.failures, info,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, p := range state.Phases {
+		m.state.WithLabelValues(string(p))
+	}
+	for _, s := range []string{"stage", "hooks", "finalize", "verify"} {
+		m.failures.WithLabelValues(s)
+	}
+	return m
+}
+
+// SetPhase marks p as the current state.
+func (m *Metrics) SetPhase(p state.Phase) {
+	for _, q := range state.Phases {
+		v := 0.0
+		if q == p {
+			v = 1
+		}
+		m.state.WithLabelValues(string(q)).Set(v)
+	}
+}
+
+// StagingDone records one staging attempt.
+func (m *Metrics) StagingDone(d time.Duration, err error) {
+	r := "ok"
+	if err != nil {
+		r = "error"
+	}
+	m.stagingSeconds.WithLabelValues(r).Observe(d.Seconds())
+}
+
+// LockWaited records how long taking a slot took.
+func (m *Metrics) LockWaited(d time.Duration) { m.lockWait.Observe(d.Seconds()) }
+
+// LeaderMoved counts a leadership hand-off.
+func (m *Metrics) LeaderMoved() { m.leaderMoves.Inc() }
+
+// Failed counts a failed step.
+func (m *Metrics) Failed(step string) { m.failures.WithLabelValues(step).Inc() }
+
+// GuardDecision counts one latency-guard decision.
+func (m *Metrics) GuardDecision(decision string) { m.guardDecisions.WithLabelValues(decision).Inc() }
+
+// Frozen adds time the guard kept staging frozen.
+func (m *Metrics) Frozen(d time.Duration) { m.frozenSeconds.Add(d.Seconds()) }
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// Serve serves /metrics on ln until ctx ends.
+func (m *Metrics) Serve(ctx context.Context, ln net.Listener) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
