@@ -98,7 +98,19 @@ func (d *decider) decide(ev Event) Action {
 			d.st.NextCheck = d.st.Failures[d.st.Target.Checksum].RetryAt
 			return d.idle().withFailure(act)
 		}
-		d.st.Phase, d.st.Locked, d.st.LastError = state.Staged, d.st.Target.Checksum, ""
+		s := d.obs.OS.Staged
+		if s == nil {
+			act := d.fail("stage", errors.New("staging reported success but nothing is staged"))
+			d.st.Phase = state.Idle
+			d.st.NextCheck = d.st.Failures[d.st.Target.Checksum].RetryAt
+			return d.idle().withFailure(act)
+		}
+		// The target is what got staged: an upgrade may have found a
+		// newer commit than the check did.
+		if s.Checksum != d.st.Target.Checksum {
+			d.st.Target = state.Target{Checksum: s.Checksum, Version: s.Version}
+		}
+		d.st.Phase, d.st.Locked, d.st.LastError = state.Staged, s.Checksum, ""
 		return d.staged()
 
 	// 3. Wait for a window, then take a slot (followers first).

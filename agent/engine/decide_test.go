@@ -130,6 +130,19 @@ func TestDecide(t *testing.T) {
 					t.Errorf("locked %q", s.Locked)
 				}
 			}},
+		{name: "staged something newer than checked: that is the target", st: rec(state.Staging), ev: StageDone{},
+			os: OSStatus{Booted: Deployment{Checksum: "old"}, Staged: &Deployment{Checksum: "newer", Version: "3"}}, wantPhase: state.Staged, wantAct: ActQueryOrder,
+			check: func(t *testing.T, s state.State, a Action) {
+				if s.Locked != "newer" || s.Target.Checksum != "newer" || s.Target.Version != "3" {
+					t.Errorf("%+v", s)
+				}
+			}},
+		{name: "staging ok but nothing staged: failure", st: rec(state.Staging), ev: StageDone{}, os: booted, wantPhase: state.Idle, wantAct: ActWait,
+			check: func(t *testing.T, s state.State, a Action) {
+				if a.Failed != "stage" {
+					t.Errorf("%+v", a)
+				}
+			}},
 		{name: "stage failed: count, back off", st: rec(state.Staging), ev: StageDone{Err: errBoom}, os: booted, wantPhase: state.Idle, wantAct: ActWait,
 			check: func(t *testing.T, s state.State, a Action) {
 				f := s.Failures[tgt.Checksum]
