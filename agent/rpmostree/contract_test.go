@@ -387,12 +387,19 @@ func TestRebaseAndDeployOlder(t *testing.T) {
 	if d.Origin != "fedora:os/next" || d.Checksum != nextRef {
 		t.Errorf("rebased staged = %+v", d)
 	}
+	before := status(t, c)
 	if res, err := c.Stage(ctx, rpmostree.StageRequest{Kind: rpmostree.StageRebase, Ref: "fedora:os/next"}); err != nil || res.Changed {
 		t.Errorf("rebase again = %+v, %v; want unchanged", res, err)
+	}
+	if rpmostree.StagedChanged(before, status(t, c)) {
+		t.Error("StagedChanged after a no-op rebase")
 	}
 	// deploy revision= of the booted commit: a new deployment, serial 1.
 	if res, err := c.Stage(ctx, rpmostree.StageRequest{Kind: rpmostree.StageDeploy, Checksum: first.Checksum}); err != nil || !res.Changed {
 		t.Fatalf("deploy booted revision = %+v, %v", res, err)
+	}
+	if !rpmostree.StagedChanged(before, status(t, c)) {
+		t.Error("StagedChanged missed a new deployment")
 	}
 	if d := mustStaged(t, c); d.Serial != 1 || d.ID != fmt.Sprintf("fedora-coreos-%s.1", first.Checksum) {
 		t.Errorf("redeploy of booted commit = %+v", d)

@@ -212,3 +212,25 @@ func TestParseAvailableUpdate(t *testing.T) {
 		t.Errorf("got %+v", r)
 	}
 }
+
+func TestStagedChanged(t *testing.T) {
+	none := loadStatus(t, "status-container.json")
+	staged := loadStatus(t, "status-ostree-staged.json")
+	other := loadStatus(t, "status-layered.json")
+	cases := []struct {
+		name          string
+		before, after *Status
+		want          bool
+	}{
+		{"nothing before, staged after", none, staged, true},
+		{"same staged", staged, staged, false},
+		{"replaced", staged, other, true},
+		{"nothing after", staged, none, false},
+		{"nothing at all", none, none, false},
+	}
+	for _, c := range cases {
+		if got := StagedChanged(c.before, c.after); got != c.want {
+			t.Errorf("%s: got %v", c.name, got)
+		}
+	}
+}

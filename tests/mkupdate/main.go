@@ -6,7 +6,9 @@
 //	mkupdate -repo /srv/updates -ref os/stable -size 1.2GiB -files 10000 -generation 1
 //
 // prints the new commit's checksum. With -workdir the tree is kept between
-// runs and only the files that changed are rewritten.
+// runs and only the files that changed are rewritten. A host staging
+// generation N+1 over N pulls only the changed files' objects: use
+// -mutate 1 for an update that rewrites everything.
 package main
 
 import (
@@ -45,6 +47,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	mutate := fs.Float64("mutate", 0.1, "fraction of files changed per generation")
 	workdir := fs.String("workdir", "", "keep the tree here between runs (default: a temporary dir)")
 	ostreeBin := fs.String("ostree", "ostree", "ostree binary")
+	mode := fs.String("mode", "archive", "mode of a repo created here: archive (as served over HTTP; pulls decompress) or bare-user (faster to make)")
 	verbose := fs.Bool("v", false, "log ostree operations to stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -82,7 +85,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("writing tree: %w", err)
 	}
 	if _, err := os.Stat(filepath.Join(*repo, "config")); err != nil {
-		if _, err := r.Run(ctx, "creating repo", *ostreeBin, "init", "--repo="+*repo, "--mode=archive"); err != nil {
+		if _, err := r.Run(ctx, "creating repo", *ostreeBin, "init", "--repo="+*repo, "--mode="+*mode); err != nil {
 			return err
 		}
 	}
