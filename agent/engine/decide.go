@@ -264,6 +264,9 @@ func (d *decider) ticked() Action {
 }
 
 func (d *decider) idle() Action {
+	if d.pol.Disabled {
+		return d.wait(d.now.Add(24*time.Hour), "updates are disabled (updates.enabled = false)")
+	}
 	if d.obs.UpdateNow || !d.now.Before(d.st.NextCheck) {
 		return Action{Kind: ActCheck, Reason: "checking for updates"}
 	}
@@ -318,7 +321,11 @@ func (d *decider) staged() Action {
 		return d.wait(f.RetryAt, fmt.Sprintf("staged; retrying after failure %d (%s)", f.Count, f.LastError))
 	}
 	if !d.pol.Window.Contains(d.now) {
-		return d.wait(d.pol.Window.Next(d.now), "staged; waiting for the reboot window")
+		next := d.pol.Window.Next(d.now)
+		if !next.After(d.now) { // a window that never opens: look again later
+			next = d.now.Add(d.pol.CheckInterval)
+		}
+		return d.wait(next, "staged; waiting for the reboot window")
 	}
 	if d.pol.LeaderAware {
 		return Action{Kind: ActQueryOrder, Reason: "checking etcd leadership before queueing"}

@@ -27,6 +27,12 @@ func (h hours) Next(t time.Time) time.Time {
 	return n
 }
 
+// never is a window with no days: it never opens and Next is zero.
+type never struct{}
+
+func (never) Contains(time.Time) bool  { return false }
+func (never) Next(time.Time) time.Time { return time.Time{} }
+
 func testPolicy() Policy {
 	return Policy{
 		CheckInterval:   time.Hour,
@@ -94,6 +100,15 @@ func TestDecide(t *testing.T) {
 			wantPhase: state.Idle, wantAct: ActWait, wantWhy: "next check"},
 		{name: "update-now overrides schedule", st: rec(state.Idle, func(s *state.State) { s.NextCheck = t0.Add(time.Minute) }), ev: Ticked{}, os: booted,
 			updateNow: true, wantPhase: state.Idle, wantAct: ActCheck},
+		{name: "updates disabled: no check", st: rec(state.Idle), ev: Recovered{}, os: booted, pol: func(p *Policy) { p.Disabled = true },
+			updateNow: true, wantPhase: state.Idle, wantAct: ActWait, wantWhy: "disabled"},
+		{name: "window that never opens: no busy loop", st: rec(state.Staged), ev: Ticked{}, os: staged, pol: func(p *Policy) { p.Window = never{} },
+			wantPhase: state.Staged, wantAct: ActWait,
+			check: func(t *testing.T, s state.State, a Action) {
+				if !a.Until.After(t0) {
+					t.Errorf("until %v", a.Until)
+				}
+			}},
 		{name: "recover failed: retry later", st: rec(state.Staging), ev: Recovered{Err: errBoom}, os: booted, wantPhase: state.Staging, wantAct: ActWait, wantWhy: "boom"},
 
 		// 1. Check.

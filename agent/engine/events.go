@@ -146,6 +146,8 @@ type Obs struct {
 
 // Policy is the configured behaviour Decide follows.
 type Policy struct {
+	// Disabled: no checks for updates (an update in flight still finishes).
+	Disabled      bool
 	CheckInterval time.Duration
 	CheckJitter   time.Duration // up to this much is added to each interval
 	Retry         Backoff

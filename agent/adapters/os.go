@@ -1,0 +1,93 @@
+// Package adapters connects the engine's ports to the real packages:
+// rpm-ostree (agent/rpmostree), gentle staging (agent/stage), the reboot
+// lock (agent/lock) and the etcd member checks (agent/etcdmember).
+package adapters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/update-agent/update-agent/agent/engine"
+	"github.com/update-agent/update-agent/agent/rpmostree"
+	"github.com/update-agent/update-agent/agent/state"
+)
+
+// OS is engine.OS over the rpm-ostree CLI. Deployments are identified by
+// rpmostree.Deployment.Target (the image digest for container origins, the
+// base commit otherwise), which is also what `upgrade --check` reports.
+type OS struct {
+	Client *rpmostree.Client
+}
+
+func deployment(d rpmostree.Deployment) engine.Deployment {
+	return engine.Deployment{Checksum: d.Target(), Version: d.Version}
+}
+
+// Status reads the booted and staged deployments.
+func (o OS) Status(ctx context.Context) (engine.OSStatus, error) {
+	st, err := o.Client.Status(ctx)
+	if err != nil {
+		return engine.OSStatus{}, err
+	}
+	b, ok := st.Booted()
+	if !ok {
+		return engine.OSStatus{}, errors.New("rpm-ostree status shows no booted deployment (not an ostree-booted host?)")
+	}
+	s := engine.OSStatus{Booted: deployment(b)}
+	if d, ok := st.Staged(); ok {
+		sd := deployment(d)
+		s.Staged = &sd
+	}
+	return s, nil
+}
+
+// Check asks rpm-ostree for an update.
+func (o OS) Check(ctx context.Context) (*state.Target, error) {
+	r, err := o.Client.Check(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !r.Available {
+		return nil, nil
+	}
+	if r.Commit == "" {
+		return nil, errors.New("checking for OS updates: rpm-ostree reported an update without its commit or digest")
+	}
+	return &state.Target{Checksum: r.Commit, Version: r.Version}, nil
+}
+
+// Finalize finalizes the staged deployment if it is checksum.
+func (o OS) Finalize(ctx context.Context, checksum string) error {
+	st, err := o.Client.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("finalizing %s: %w", checksum, err)
+	}
+	d, ok := st.Staged()
+	if !ok {
+		return fmt.Errorf("finalizing %s: %w", checksum, engine.ErrNoStagedDeployment)
+	}
+	if d.Target() != checksum {
+		return fmt.Errorf("finalizing %s: staged is %s: %w", checksum, d.Target(), engine.ErrChecksumMismatch)
+	}
+	return mapFinalize(o.Client.Finalize(ctx, d))
+}
+
+// mapFinalize gives rpm-ostree's refusals the engine's meaning, keeping the
+// original error (argv, exit code, stderr) in the chain.
+func mapFinalize(err error) error {
+	for _, m := range []struct{ from, to error }{
+		{rpmostree.ErrNoStagedDeployment, engine.ErrNoStagedDeployment},
+		{rpmostree.ErrChecksumMismatch, engine.ErrChecksumMismatch},
+		{rpmostree.ErrInhibited, engine.ErrInhibited},
+		{rpmostree.ErrAlreadyUnlocked, engine.ErrAlreadyUnlocked},
+	} {
+		if errors.Is(err, m.from) {
+			return fmt.Errorf("%w: %w", m.to, err)
+		}
+	}
+	return err
+}
+
+// Cleanup discards the staged deployment.
+func (o OS) Cleanup(ctx context.Context) error { return o.Client.Cleanup(ctx) }
