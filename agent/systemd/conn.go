@@ -7,7 +7,6 @@ import (
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
-	"github.com/godbus/dbus/v5"
 )
 
 // Conn is a connection to the system manager. Methods are thin: they send
@@ -119,20 +118,24 @@ func (c *Conn) SetRuntime(ctx context.Context, unit string, props ...sd.Property
 	return nil
 }
 
-// Properties reads the current values of the named properties of a service
-// unit, as the Variants systemd sent (so they can be set back unchanged).
-func (c *Conn) Properties(ctx context.Context, unit string, names ...string) ([]sd.Property, error) {
+// Save reads the current values of the named cgroup properties of a
+// service, to be set back later.
+func (c *Conn) Save(ctx context.Context, unit string, names ...string) ([]SavedProp, error) {
 	m, err := c.c.GetUnitTypePropertiesContext(ctx, unit, "Service")
 	if err != nil {
 		return nil, fmt.Errorf("reading properties of %s: %w", unit, err)
 	}
-	var out []sd.Property
+	var out []SavedProp
 	for _, n := range names {
 		v, ok := m[n]
 		if !ok {
 			return nil, fmt.Errorf("reading properties of %s: no property %s", unit, n)
 		}
-		out = append(out, sd.Property{Name: n, Value: dbus.MakeVariant(v)})
+		sp, err := SavedFrom(n, v)
+		if err != nil {
+			return nil, fmt.Errorf("reading properties of %s: %w", unit, err)
+		}
+		out = append(out, sp)
 	}
 	return out, nil
 }

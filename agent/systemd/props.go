@@ -245,3 +245,55 @@ func (p Policy) DropIn(header string) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// SavedProp is a cgroup property's value read from a unit, kept (as JSON in
+// the state dir) to be set back after the staging window.
+type SavedProp struct {
+	Name string `json:"name"`
+	// Uint holds a "t" value; Devices an "a(st)" list (IsDevices set, as
+	// an empty list is a value too: "no entries").
+	Uint      uint64        `json:"uint,omitempty"`
+	Devices   []DeviceValue `json:"devices,omitempty"`
+	IsDevices bool          `json:"is_devices,omitempty"`
+}
+
+// Property is the value as a D-Bus property for SetUnitProperties.
+func (p SavedProp) Property() sd.Property {
+	if p.IsDevices {
+		return DeviceProperty(p.Name, p.Devices)
+	}
+	return prop(p.Name, p.Uint)
+}
+
+// SavedFrom converts a property value as go-systemd decodes it (uint64 for
+// "t"; [][]any or []struct for "a(st)") into a SavedProp.
+func SavedFrom(name string, v any) (SavedProp, error) {
+	switch x := v.(type) {
+	case uint64:
+		return SavedProp{Name: name, Uint: x}, nil
+	case [][]any:
+		sp := SavedProp{Name: name, IsDevices: true}
+		for _, e := range x {
+			if len(e) != 2 {
+				return sp, fmt.Errorf("property %s: entry %v is not (st)", name, e)
+			}
+			p, ok1 := e[0].(string)
+			n, ok2 := e[1].(uint64)
+			if !ok1 || !ok2 {
+				return sp, fmt.Errorf("property %s: entry %v is not (st)", name, e)
+			}
+			sp.Devices = append(sp.Devices, DeviceValue{p, n})
+		}
+		return sp, nil
+	case []struct {
+		Path  string
+		Value uint64
+	}:
+		sp := SavedProp{Name: name, IsDevices: true}
+		for _, e := range x {
+			sp.Devices = append(sp.Devices, DeviceValue(e))
+		}
+		return sp, nil
+	}
+	return SavedProp{}, fmt.Errorf("property %s: cannot keep a value of type %T", name, v)
+}

@@ -1,6 +1,7 @@
 package systemd
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -266,5 +267,43 @@ func TestStatus(t *testing.T) {
 	}
 	if s := statusFromProps("x.service", map[string]any{}, map[string]any{"ControlGroup": "/system.slice/x.service"}); s.ControlGroup != "/system.slice/x.service" {
 		t.Errorf("ControlGroup %q", s.ControlGroup)
+	}
+}
+
+func TestSavedProp(t *testing.T) {
+	tests := []struct {
+		in      any
+		wantSig string
+		wantVal string
+	}{
+		{uint64(100), "t", "100"},
+		{^uint64(0), "t", "18446744073709551615"},
+		{[][]any{{"/dev/vdb", uint64(25000)}}, "a(st)", "[{/dev/vdb 25000}]"},
+		{[][]any{}, "a(st)", "[]"},
+		{[]struct {
+			Path  string
+			Value uint64
+		}{{"/dev/vda", 1}}, "a(st)", "[{/dev/vda 1}]"},
+	}
+	for _, tc := range tests {
+		sp, err := SavedFrom("X", tc.in)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.in, err)
+		}
+		// Through JSON, as it is kept in the state dir.
+		b, _ := json.Marshal(sp)
+		var back SavedProp
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		p := back.Property()
+		if p.Name != "X" || p.Value.Signature().String() != tc.wantSig || fmt.Sprint(p.Value.Value()) != tc.wantVal {
+			t.Errorf("%v: got %s %s %v (json %s)", tc.in, p.Name, p.Value.Signature(), p.Value.Value(), b)
+		}
+	}
+	for _, bad := range []any{"x", [][]any{{"/dev/vdb"}}, [][]any{{1, 2}}} {
+		if _, err := SavedFrom("X", bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }

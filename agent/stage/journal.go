@@ -1,0 +1,102 @@
+package stage
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/update-agent/update-agent/agent/systemd"
+)
+
+// journal records what a staging run changed, written before each change
+// (so a crash in between still leaves a record) and removed once all is
+// undone. Every undo step tolerates a change that never happened.
+type journal struct {
+	StagingUnit string `json:"staging_unit,omitempty"`
+	DaemonUnit  string `json:"daemon_unit,omitempty"`
+	// Scheduler: iosched has its own state file; this says to restore it.
+	Scheduler bool `json:"scheduler,omitempty"`
+	// DropIn is the runtime drop-in written for DaemonUnit.
+	DropIn string `json:"drop_in,omitempty"`
+	// DaemonRestarted: the daemon was restarted to take the policy, so it
+	// is restarted again (when idle) to drop it.
+	DaemonRestarted bool `json:"daemon_restarted,omitempty"`
+	// Runtime are properties set with SetUnitProperties(runtime=true).
+	Runtime []runtimeChange `json:"runtime,omitempty"`
+	// Fsync is the repo whose core.per-object-fsync was set.
+	Fsync *fsyncChange `json:"fsync,omitempty"`
+}
+
+// runtimeChange is one unit's runtime properties: the values to set back,
+// and systemd's control files that did not exist before (to remove).
+type runtimeChange struct {
+	Unit   string              `json:"unit"`
+	Old    []systemd.SavedProp `json:"old"`
+	Remove []string            `json:"remove,omitempty"`
+}
+
+type fsyncChange struct {
+	Repo string `json:"repo"`
+	// Old is the value before; WasSet false means the key was unset.
+	Old    string `json:"old,omitempty"`
+	WasSet bool   `json:"was_set"`
+}
+
+func (s *Stager) journalPath() string {
+	return filepath.Join(s.o.StateDir, "staging-undo.json")
+}
+
+func (s *Stager) saveJournal(j *journal) error {
+	b, err := json.MarshalIndent(j, "", "  ")
+	if err != nil {
+		return err
+	}
+	p := s.journalPath()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("recording staging changes in %s: %w", p, err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(p), ".staging-undo.json.tmp*")
+	if err != nil {
+		return fmt.Errorf("recording staging changes in %s: %w", p, err)
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), p)
+	}
+	if err != nil {
+		return fmt.Errorf("recording staging changes in %s: %w", p, err)
+	}
+	return nil
+}
+
+func (s *Stager) loadJournal() (*journal, error) {
+	b, err := os.ReadFile(s.journalPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading staging changes %s: %w", s.journalPath(), err)
+	}
+	var j journal
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, fmt.Errorf("reading staging changes %s: %w", s.journalPath(), err)
+	}
+	return &j, nil
+}
+
+func (s *Stager) removeJournal() error {
+	if err := os.Remove(s.journalPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing %s: %w", s.journalPath(), err)
+	}
+	return nil
+}

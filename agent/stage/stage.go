@@ -1,0 +1,474 @@
+// Package stage runs one gentle staging: the I/O scheduler and queue for the
+// window, the policy on rpm-ostreed (which does the writing), per-object
+// fsync, a transient unit running the staging command under the policy, the
+// latency guard pacing it, and the undoing of all of it on success, failure
+// and abort, or on the next start after a crash (Recover).
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+
+	"github.com/update-agent/update-agent/agent/guard"
+	"github.com/update-agent/update-agent/agent/iosched"
+	"github.com/update-agent/update-agent/agent/oplog"
+	"github.com/update-agent/update-agent/agent/systemd"
+)
+
+// Systemd is the part of agent/systemd a staging needs (*systemd.Conn).
+type Systemd interface {
+	StartTransient(ctx context.Context, t systemd.TransientService) error
+	Wait(ctx context.Context, unit string) (systemd.UnitStatus, error)
+	Status(ctx context.Context, unit string) (systemd.UnitStatus, error)
+	Stop(ctx context.Context, unit string) error
+	Restart(ctx context.Context, unit string) error
+	ResetFailed(ctx context.Context, unit string) error
+	Reload(ctx context.Context) error
+	Save(ctx context.Context, unit string, names ...string) ([]systemd.SavedProp, error)
+	SetRuntime(ctx context.Context, unit string, props ...sd.Property) error
+	Freeze(ctx context.Context, unit string) error
+	Thaw(ctx context.Context, unit string) error
+}
+
+// Scheduler changes the disks' queues for the window (agent/iosched).
+type Scheduler interface {
+	Disks(paths []string) ([]string, error)
+	Apply(ctx context.Context, disks []string) error
+	Restore() error
+}
+
+// Daemon answers whether rpm-ostreed may be restarted: only when it runs no
+// transaction (the caller knows how to ask rpm-ostree).
+type Daemon interface {
+	Idle(ctx context.Context) (bool, error)
+}
+
+// Runner runs external commands (oplog.Runner).
+type Runner interface {
+	Run(ctx context.Context, desc string, argv ...string) (oplog.Result, error)
+}
+
+// Options say how to stage. The engine maps the configuration onto them.
+type Options struct {
+	// StagingUnit is the transient unit's name (one staging at a time).
+	StagingUnit string
+	// DaemonUnit does the writing for the rpm-ostree CLI; it gets the
+	// policy as a runtime drop-in. "" skips it.
+	DaemonUnit string
+	// Policy applies to the staging unit and DaemonUnit.
+	Policy systemd.Policy
+	// WriteBandwidthMax (bytes/s) caps writes on each staging disk; 0: none.
+	WriteBandwidthMax uint64
+
+	// Paths are resolved to the disks whose queues change.
+	Paths []string
+	// Scheduler ("bfq"), NrRequests and MaxSectorsKB for the window;
+	// KeepScheduler leaves them after it.
+	Scheduler     string
+	KeepScheduler bool
+	NrRequests    int
+	MaxSectorsKB  int
+	SysRoot       string
+	ModprobeArgv  []string
+
+	// PerObjectFsync sets core.per-object-fsync=true in Repo's config for
+	// the window, so writeback is steady instead of one big flush.
+	PerObjectFsync bool
+	Repo           string
+	OstreeArgv     []string
+
+	// EtcdUnit gets IODeviceLatencyTargetUSec=EtcdLatencyTarget on the
+	// staging disks for the window (0: not set).
+	EtcdUnit          string
+	EtcdLatencyTarget time.Duration
+
+	// Timeout bounds the whole staging (0: none); the guard's deadline
+	// defaults to it.
+	Timeout time.Duration
+	Guard   GuardOptions
+
+	// StateDir keeps the undo journal and the scheduler state.
+	StateDir string
+	// RuntimeUnitDir and RuntimeControlDir default to systemd's.
+	RuntimeUnitDir    string
+	RuntimeControlDir string
+	Log               *slog.Logger
+}
+
+// GuardOptions configure the latency guard for the window.
+type GuardOptions struct {
+	Enabled bool
+	// MetricsURL is etcd's /metrics; "" paces on kernel signals alone.
+	MetricsURL string
+	// PressureFile is the PSI file to watch ("" none; e.g.
+	// /proc/pressure/io or etcd's cgroup io.pressure).
+	PressureFile string
+	guard.Options
+	// Source replaces the real inputs (tests).
+	Source guard.Source
+}
+
+// Deps are the edges.
+type Deps struct {
+	Systemd   Systemd
+	Runner    Runner
+	Daemon    Daemon    // nil: never restart the daemon
+	Scheduler Scheduler // nil: agent/iosched with the options
+}
+
+// Stager runs stagings.
+type Stager struct {
+	o     Options
+	d     Deps
+	sched Scheduler
+	log   *slog.Logger
+}
+
+// DropInName is the drop-in the stager writes for DaemonUnit.
+const DropInName = "50-update-agent-staging.conf"
+
+// New checks the options and returns a Stager.
+func New(o Options, d Deps) (*Stager, error) {
+	if o.StagingUnit == "" {
+		o.StagingUnit = "update-agent-staging.service"
+	}
+	if o.RuntimeUnitDir == "" {
+		o.RuntimeUnitDir = systemd.RuntimeUnitDir
+	}
+	if o.RuntimeControlDir == "" {
+		o.RuntimeControlDir = systemd.RuntimeControlDir
+	}
+	if o.Repo == "" {
+		o.Repo = "/ostree/repo"
+	}
+	if len(o.OstreeArgv) == 0 {
+		o.OstreeArgv = []string{"ostree"}
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.StateDir == "" {
+		return nil, errors.New("staging: no state directory")
+	}
+	if d.Systemd == nil || d.Runner == nil {
+		return nil, errors.New("staging: systemd and a command runner are required")
+	}
+	if err := o.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("staging policy: %w", err)
+	}
+	if o.Guard.Enabled {
+		if err := o.Guard.Config.Validate(); err != nil {
+			return nil, fmt.Errorf("latency guard: %w", err)
+		}
+	}
+	s := &Stager{o: o, d: d, sched: d.Scheduler, log: o.Log}
+	if s.sched == nil {
+		s.sched = IOSched{
+			Resolver: iosched.Resolver{SysRoot: o.SysRoot},
+			Options: iosched.Options{SysRoot: o.SysRoot, Scheduler: o.Scheduler, NrRequests: o.NrRequests,
+				MaxSectorsKB: o.MaxSectorsKB, Keep: o.KeepScheduler, StateFile: filepath.Join(o.StateDir, "iosched.json"),
+				ModprobeArgv: o.ModprobeArgv, Runner: d.Runner, Log: o.Log},
+		}
+	}
+	return s, nil
+}
+
+// IOSched adapts agent/iosched to Scheduler.
+type IOSched struct {
+	Resolver iosched.Resolver
+	Options  iosched.Options
+}
+
+func (i IOSched) Disks(paths []string) ([]string, error) { return i.Resolver.Disks(paths) }
+func (i IOSched) Apply(ctx context.Context, disks []string) error {
+	return iosched.Apply(ctx, i.Options, disks)
+}
+func (i IOSched) Restore() error { return iosched.Restore(i.Options) }
+
+// Report is how a staging went.
+type Report struct {
+	Unit     systemd.UnitStatus
+	Disks    []string
+	Guard    guard.Stats
+	Guarded  bool
+	Duration time.Duration
+}
+
+// Run stages by running argv (rpmostree.Client.StageArgv) in the transient
+// unit, and undoes every change before returning, whatever happened.
+func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error) {
+	start := time.Now()
+	if len(argv) == 0 {
+		return rep, errors.New("staging: empty command")
+	}
+	// What an earlier, interrupted run left would otherwise be taken for
+	// the original settings.
+	if err := s.Recover(ctx); err != nil {
+		return rep, fmt.Errorf("staging: undoing an earlier staging first: %w", err)
+	}
+	j := &journal{}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if uerr := s.undo(uctx, j); uerr != nil {
+			s.log.Error("undoing the staging policy failed; the next start retries", "err", uerr)
+			err = errors.Join(err, uerr)
+		}
+		rep.Duration = time.Since(start)
+		s.log.Info("staging window closed", "staging_unit", s.o.StagingUnit, "duration", rep.Duration.Round(time.Millisecond),
+			"guard_freezes", rep.Guard.Freezes, "guard_frozen_seconds", rep.Guard.Frozen.Seconds(),
+			"guard_forced_thaws", rep.Guard.ForcedThaws, "ok", err == nil)
+	}()
+	if s.o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, s.o.Timeout, fmt.Errorf("staging took longer than %s", s.o.Timeout))
+		defer cancel()
+	}
+
+	if len(s.o.Paths) > 0 {
+		if rep.Disks, err = s.sched.Disks(s.o.Paths); err != nil {
+			return rep, fmt.Errorf("staging: %w", err)
+		}
+	}
+	if s.o.Scheduler != "" || s.o.NrRequests > 0 || s.o.MaxSectorsKB > 0 {
+		if len(rep.Disks) == 0 {
+			return rep, errors.New("staging: a scheduler or queue setting is configured but no paths to find the disks")
+		}
+		j.Scheduler = true
+		if err := s.saveJournal(j); err != nil {
+			return rep, err
+		}
+		if err := s.sched.Apply(ctx, rep.Disks); err != nil {
+			return rep, fmt.Errorf("staging: %w", err)
+		}
+	}
+	policy := s.o.Policy
+	if s.o.WriteBandwidthMax > 0 {
+		for _, d := range rep.Disks {
+			policy.IOWriteBandwidthMax = append(policy.IOWriteBandwidthMax, systemd.DeviceValue{Path: "/dev/" + d, Value: s.o.WriteBandwidthMax})
+		}
+	}
+	if s.o.DaemonUnit != "" {
+		if err := s.applyDaemonPolicy(ctx, j, policy); err != nil {
+			return rep, fmt.Errorf("staging: %w", err)
+		}
+	}
+	if s.o.EtcdUnit != "" && s.o.EtcdLatencyTarget > 0 && len(rep.Disks) > 0 {
+		var tgt []systemd.DeviceValue
+		for _, d := range rep.Disks {
+			tgt = append(tgt, systemd.DeviceValue{Path: "/dev/" + d, Value: uint64(s.o.EtcdLatencyTarget / time.Microsecond)})
+		}
+		if err := s.setRuntime(ctx, j, s.o.EtcdUnit, systemd.DeviceProperty("IODeviceLatencyTargetUSec", tgt)); err != nil {
+			// A knob of its own: staging does not depend on it.
+			s.log.Warn("staging without an I/O latency target on etcd's unit", "systemd_unit", s.o.EtcdUnit, "err", err)
+		}
+	}
+	if s.o.PerObjectFsync {
+		if err := s.setFsync(ctx, j); err != nil {
+			return rep, fmt.Errorf("staging: %w", err)
+		}
+	}
+
+	g, base := s.prepareGuard(ctx, rep.Disks)
+	if ctx.Err() != nil {
+		return rep, fmt.Errorf("staging: %w", context.Cause(ctx))
+	}
+
+	j.StagingUnit = s.o.StagingUnit
+	if err := s.saveJournal(j); err != nil {
+		return rep, err
+	}
+	ts := systemd.TransientService{
+		Name:        s.o.StagingUnit,
+		Description: "update-agent: stage an OS update (" + strings.Join(argv, " ") + ")",
+		Argv:        argv,
+		Policy:      policy,
+		KillSignal:  2, // SIGINT: the rpm-ostree CLI then cancels its transaction
+	}
+	s.log.Info("staging started", "staging_unit", ts.Name, "argv", argv, "disks", rep.Disks, "guard", g != nil)
+	if err := s.d.Systemd.StartTransient(ctx, ts); err != nil {
+		return rep, fmt.Errorf("staging: %w", err)
+	}
+
+	gdone := make(chan guard.Stats, 1)
+	gctx, stopGuard := context.WithCancelCause(context.WithoutCancel(ctx))
+	if g != nil {
+		rep.Guarded = true
+		go func() { gdone <- g.Run(gctx, base) }()
+	}
+	st, werr := s.d.Systemd.Wait(ctx, ts.Name)
+	stopGuard(errors.New("staging unit ended"))
+	if g != nil {
+		rep.Guard = <-gdone
+	}
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if werr != nil {
+		// Cancelled or timed out: stop the unit (SIGINT cancels the
+		// transaction) before undoing the policy under it.
+		s.log.Warn("stopping the staging unit", "staging_unit", ts.Name, "reason", werr)
+		if err := s.d.Systemd.Stop(uctx, ts.Name); err != nil {
+			s.log.Warn("stopping the staging unit", "staging_unit", ts.Name, "err", err)
+		}
+		rep.Unit, _ = s.d.Systemd.Status(uctx, ts.Name)
+		s.release(uctx, rep.Unit)
+		return rep, fmt.Errorf("staging: %w", werr)
+	}
+	rep.Unit = st
+	s.release(uctx, st)
+	if err := st.Err(); err != nil {
+		return rep, fmt.Errorf("staging: %w (see journalctl -u %s)", err, ts.Name)
+	}
+	return rep, nil
+}
+
+// release lets systemd drop the finished transient unit.
+func (s *Stager) release(ctx context.Context, st systemd.UnitStatus) {
+	switch {
+	case st.ActiveState == "failed":
+		_ = s.d.Systemd.ResetFailed(ctx, st.Name)
+	case st.ActiveState == "active":
+		_ = s.d.Systemd.Stop(ctx, st.Name)
+	}
+}
+
+func (s *Stager) prepareGuard(ctx context.Context, disks []string) (*guard.Guard, guard.Baseline) {
+	if !s.o.Guard.Enabled {
+		return nil, nil
+	}
+	gopts := s.o.Guard.Options
+	gopts.Units = []string{s.o.StagingUnit}
+	if s.o.DaemonUnit != "" {
+		gopts.Units = append(gopts.Units, s.o.DaemonUnit)
+	}
+	if gopts.Config.Deadline == 0 {
+		gopts.Config.Deadline = s.o.Timeout * 3 / 4 // leave a quarter unpaced to finish
+	}
+	if gopts.Log == nil {
+		gopts.Log = s.log
+	}
+	src := s.o.Guard.Source
+	if src == nil {
+		src = guard.Inputs{MetricsURL: s.o.Guard.MetricsURL, SysRoot: s.o.SysRoot, Disks: disks,
+			PressureFile: s.o.Guard.PressureFile, Clock: gopts.Clock}
+	}
+	g, err := guard.New(gopts, src, s.d.Systemd)
+	if err != nil {
+		s.log.Warn("staging without the latency guard", "err", err)
+		return nil, nil
+	}
+	base, err := g.Learn(ctx)
+	if err != nil {
+		s.log.Warn("staging without the latency guard", "err", err)
+		return nil, nil
+	}
+	return g, base
+}
+
+// applyDaemonPolicy puts the policy on the daemon that does the writing.
+func (s *Stager) applyDaemonPolicy(ctx context.Context, j *journal, p systemd.Policy) error {
+	unit := s.o.DaemonUnit
+	text, err := p.DropIn("Written by update-agent for one staging window and removed after it.")
+	if err != nil {
+		return err
+	}
+	j.DaemonUnit = unit
+	j.DropIn = systemd.DropInPath(s.o.RuntimeUnitDir, unit, DropInName)
+	if err := s.saveJournal(j); err != nil {
+		return err
+	}
+	if _, err := systemd.WriteDropIn(s.o.RuntimeUnitDir, unit, DropInName, text); err != nil {
+		return err
+	}
+	if err := s.d.Systemd.Reload(ctx); err != nil {
+		return err
+	}
+	st, err := s.d.Systemd.Status(ctx, unit)
+	if err != nil {
+		return err
+	}
+	if st.ActiveState != "active" {
+		return nil // its next start reads the drop-in
+	}
+	idle := false
+	if s.d.Daemon != nil {
+		if idle, err = s.d.Daemon.Idle(ctx); err != nil {
+			s.log.Warn("cannot tell whether the daemon is idle; not restarting it", "systemd_unit", unit, "err", err)
+			idle = false
+		}
+	}
+	if idle {
+		// A fresh process gets the whole policy, I/O class and nice too.
+		j.DaemonRestarted = true
+		if err := s.saveJournal(j); err != nil {
+			return err
+		}
+		return s.d.Systemd.Restart(ctx, unit)
+	}
+	// Busy (or unknown): the cgroup half of the policy applies live.
+	if props := p.CgroupProperties(); len(props) > 0 {
+		if err := s.setRuntime(ctx, j, unit, props...); err != nil {
+			s.log.Warn("could not set the policy on the running daemon", "systemd_unit", unit, "err", err)
+		}
+	}
+	return nil
+}
+
+// setRuntime sets runtime properties, recording first how to set them back.
+func (s *Stager) setRuntime(ctx context.Context, j *journal, unit string, props ...sd.Property) error {
+	names := make([]string, len(props))
+	for i, p := range props {
+		names[i] = p.Name
+	}
+	old, err := s.d.Systemd.Save(ctx, unit, names...)
+	if err != nil {
+		return err
+	}
+	rc := runtimeChange{Unit: unit, Old: old}
+	for _, n := range names {
+		f := systemd.ControlFile(s.o.RuntimeControlDir, unit, n)
+		if _, err := os.Stat(f); errors.Is(err, os.ErrNotExist) {
+			rc.Remove = append(rc.Remove, f)
+		}
+	}
+	j.Runtime = append(j.Runtime, rc)
+	if err := s.saveJournal(j); err != nil {
+		return err
+	}
+	return s.d.Systemd.SetRuntime(ctx, unit, props...)
+}
+
+const fsyncKey = "core.per-object-fsync"
+
+func (s *Stager) ostree(ctx context.Context, desc string, args ...string) (oplog.Result, error) {
+	argv := append(append([]string(nil), s.o.OstreeArgv...), "config", "--repo="+s.o.Repo)
+	return s.d.Runner.Run(ctx, desc, append(argv, args...)...)
+}
+
+func (s *Stager) setFsync(ctx context.Context, j *journal) error {
+	fc := &fsyncChange{Repo: s.o.Repo}
+	res, err := s.ostree(ctx, "reading the repo's per-object fsync setting", "get", fsyncKey)
+	switch {
+	case err == nil:
+		fc.Old, fc.WasSet = strings.TrimSpace(string(res.Stdout)), true
+	case strings.Contains(string(res.Stderr), "does not have key"):
+	default:
+		return fmt.Errorf("reading %s of %s: %w", fsyncKey, s.o.Repo, err)
+	}
+	j.Fsync = fc
+	if err := s.saveJournal(j); err != nil {
+		return err
+	}
+	if _, err := s.ostree(ctx, "enabling per-object fsync for staging", "set", fsyncKey, "true"); err != nil {
+		return fmt.Errorf("setting %s of %s: %w", fsyncKey, s.o.Repo, err)
+	}
+	return nil
+}

@@ -1,0 +1,425 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/guard"
+	"github.com/update-agent/update-agent/agent/systemd"
+)
+
+const (
+	stagingUnit = "update-agent-staging.service"
+	daemonUnit  = "rpm-ostreed.service"
+	etcdUnit    = "etcd.service"
+)
+
+var argv = []string{"/usr/bin/rpm-ostree", "upgrade", "--lock-finalization"}
+
+type env struct {
+	sys                           *fakeSystemd
+	sched                         *fakeScheduler
+	ostree                        *fakeOstree
+	unitDir, controlDir, stateDir string
+	opts                          Options
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	root := t.TempDir()
+	e := &env{
+		sched:      &fakeScheduler{},
+		ostree:     &fakeOstree{conf: map[string]string{}},
+		unitDir:    filepath.Join(root, "run/systemd/system"),
+		controlDir: filepath.Join(root, "run/systemd/system.control"),
+		stateDir:   filepath.Join(root, "var/lib/update-agent"),
+	}
+	e.sys = newFakeSystemd(e.controlDir)
+	for _, u := range []string{daemonUnit, etcdUnit} {
+		e.sys.unit(u).active, e.sys.unit(u).sub = "active", "running"
+	}
+	e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
+		return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
+	}
+	nice := 10
+	e.opts = Options{
+		DaemonUnit: daemonUnit,
+		Policy: systemd.Policy{IOSchedulingClass: "idle", IOWeight: 10, CPUWeight: "idle", Nice: &nice,
+			MemoryHigh: 256 << 20},
+		WriteBandwidthMax: 20_000_000,
+		Paths:             []string{"/var"},
+		Scheduler:         "bfq",
+		NrRequests:        16,
+		PerObjectFsync:    true,
+		Repo:              "/ostree/repo",
+		EtcdUnit:          etcdUnit,
+		EtcdLatencyTarget: 25 * time.Millisecond,
+		Timeout:           time.Minute,
+		StateDir:          e.stateDir,
+		RuntimeUnitDir:    e.unitDir,
+		RuntimeControlDir: e.controlDir,
+		Log:               slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	return e
+}
+
+func (e *env) stager(t *testing.T, d Daemon) *Stager {
+	t.Helper()
+	s, err := New(e.opts, Deps{Systemd: e.sys, Runner: e.ostree, Daemon: d, Scheduler: e.sched})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (e *env) dropIn() string { return systemd.DropInPath(e.unitDir, daemonUnit, DropInName) }
+
+// assertApplied checks the window's policy is in place (called while the
+// staging unit runs).
+func (e *env) assertApplied(t *testing.T, restartedDaemon bool) {
+	t.Helper()
+	b, err := os.ReadFile(e.dropIn())
+	if err != nil {
+		t.Errorf("drop-in missing while staging: %v", err)
+	}
+	for _, l := range []string{"IOSchedulingClass=idle", "IOWeight=10", "CPUWeight=idle", "Nice=10", "MemoryHigh=268435456", "IOWriteBandwidthMax=/dev/vdb 20000000"} {
+		if !strings.Contains(string(b), l+"\n") {
+			t.Errorf("drop-in lacks %s:\n%s", l, b)
+		}
+	}
+	if e.ostree.conf[fsyncKey] != "true" {
+		t.Errorf("per-object fsync not set while staging: %v", e.ostree.conf)
+	}
+	if strings.Join(e.sched.applied, ",") != "vdb" {
+		t.Errorf("scheduler applied to %v", e.sched.applied)
+	}
+	e.sys.mu.Lock()
+	defer e.sys.mu.Unlock()
+	lt := e.sys.units[etcdUnit].props["IODeviceLatencyTargetUSec"]
+	if len(lt.Devices) != 1 || lt.Devices[0] != (systemd.DeviceValue{Path: "/dev/vdb", Value: 25000}) {
+		t.Errorf("etcd latency target %+v", lt)
+	}
+	su := e.sys.units[stagingUnit]
+	if su == nil || su.started == nil {
+		t.Fatal("staging unit not started")
+	}
+	p := su.started.Policy
+	if p.IOSchedulingClass != "idle" || p.IOWeight != 10 || p.CPUWeight != "idle" || len(p.IOWriteBandwidthMax) != 1 || su.started.KillSignal != 2 {
+		t.Errorf("staging unit policy %+v", su.started)
+	}
+	if strings.Join(su.started.Argv, " ") != strings.Join(argv, " ") {
+		t.Errorf("argv %v", su.started.Argv)
+	}
+	if !restartedDaemon {
+		if w := e.sys.units[daemonUnit].props["IOWeight"]; w.Uint != 10 {
+			t.Errorf("busy daemon did not get the runtime IOWeight: %+v", w)
+		}
+	}
+}
+
+// assertUndone checks that nothing of the window is left.
+func (e *env) assertUndone(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(e.dropIn()); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("drop-in left: %v", err)
+	}
+	filepath.WalkDir(e.controlDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			t.Errorf("runtime control file left: %s", p)
+		}
+		return nil
+	})
+	if e.sched.applied != nil || e.sched.restores == 0 {
+		t.Errorf("scheduler not restored (applied %v, restores %d)", e.sched.applied, e.sched.restores)
+	}
+	if v, ok := e.ostree.conf[fsyncKey]; ok {
+		t.Errorf("per-object fsync left set: %q", v)
+	}
+	if _, err := os.Stat(filepath.Join(e.stateDir, "staging-undo.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("undo journal left: %v", err)
+	}
+	e.sys.mu.Lock()
+	defer e.sys.mu.Unlock()
+	if lt := e.sys.units[etcdUnit].props["IODeviceLatencyTargetUSec"]; len(lt.Devices) != 0 {
+		t.Errorf("etcd latency target left: %+v", lt)
+	}
+	if w, ok := e.sys.units[daemonUnit].props["IOWeight"]; ok && w.Uint != ^uint64(0) {
+		t.Errorf("daemon IOWeight left at %d", w.Uint)
+	}
+	for name, u := range e.sys.units {
+		if u.frozen {
+			t.Errorf("%s left frozen", name)
+		}
+	}
+	if u, ok := e.sys.units[stagingUnit]; ok {
+		t.Errorf("staging unit not released: %+v", u)
+	}
+}
+
+func TestRunSuccessBusyDaemon(t *testing.T) {
+	e := newEnv(t)
+	s := e.stager(t, fakeDaemon{idle: false})
+	e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
+		e.assertApplied(t, false)
+		return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
+	}
+	rep, err := s.Run(context.Background(), argv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Unit.Result != "success" || strings.Join(rep.Disks, ",") != "vdb" {
+		t.Errorf("report %+v", rep)
+	}
+	if e.sys.called("Restart") != 0 {
+		t.Error("restarted a busy daemon")
+	}
+	e.assertUndone(t)
+}
+
+func TestRunSuccessIdleDaemonIsRestarted(t *testing.T) {
+	e := newEnv(t)
+	s := e.stager(t, fakeDaemon{idle: true})
+	e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
+		e.assertApplied(t, true)
+		return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
+	}
+	if _, err := s.Run(context.Background(), argv); err != nil {
+		t.Fatal(err)
+	}
+	// Once to take the policy, once to drop it.
+	if n := e.sys.called("Restart " + daemonUnit); n != 2 {
+		t.Errorf("daemon restarted %d times, want 2", n)
+	}
+	if e.sys.called("SetRuntime "+daemonUnit) != 0 {
+		t.Error("runtime properties on a daemon that was restarted with the drop-in")
+	}
+	e.assertUndone(t)
+}
+
+func TestRunKeepsPreexistingSettings(t *testing.T) {
+	e := newEnv(t)
+	e.ostree.conf[fsyncKey] = "false"
+	// An operator's own runtime setting on etcd: kept, not removed.
+	own := systemd.ControlFile(e.controlDir, etcdUnit, "IODeviceLatencyTargetUSec")
+	os.MkdirAll(filepath.Dir(own), 0o755)
+	os.WriteFile(own, []byte("[Service]\nIODeviceLatencyTargetSec=/dev/vdb 50ms\n"), 0o644)
+	e.sys.units[etcdUnit].props["IODeviceLatencyTargetUSec"] = systemd.SavedProp{Name: "IODeviceLatencyTargetUSec", IsDevices: true,
+		Devices: []systemd.DeviceValue{{Path: "/dev/vdb", Value: 50000}}}
+	s := e.stager(t, nil)
+	if _, err := s.Run(context.Background(), argv); err != nil {
+		t.Fatal(err)
+	}
+	if e.ostree.conf[fsyncKey] != "false" {
+		t.Errorf("fsync setting %q, want the original false", e.ostree.conf[fsyncKey])
+	}
+	if _, err := os.Stat(own); err != nil {
+		t.Errorf("operator's control file removed: %v", err)
+	}
+	if lt := e.sys.units[etcdUnit].props["IODeviceLatencyTargetUSec"]; len(lt.Devices) != 1 || lt.Devices[0].Value != 50000 {
+		t.Errorf("etcd latency target %+v, want the original 50ms", lt)
+	}
+}
+
+func TestRunFailureUndoes(t *testing.T) {
+	e := newEnv(t)
+	s := e.stager(t, nil)
+	e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
+		return systemd.UnitStatus{ActiveState: "failed", SubState: "failed", Result: "exit-code", ExecMainCode: 1, ExecMainStatus: 1}, nil
+	}
+	_, err := s.Run(context.Background(), argv)
+	if err == nil || !strings.Contains(err.Error(), "exit status 1") || !strings.Contains(err.Error(), "journalctl -u "+stagingUnit) {
+		t.Errorf("err %v", err)
+	}
+	if e.sys.called("ResetFailed "+stagingUnit) == 0 {
+		t.Error("failed unit not reset")
+	}
+	e.assertUndone(t)
+}
+
+func TestRunCancelStopsUnitAndUndoes(t *testing.T) {
+	e := newEnv(t)
+	s := e.stager(t, nil)
+	started := make(chan struct{})
+	e.sys.finish = func(ctx context.Context) (systemd.UnitStatus, error) {
+		close(started)
+		<-ctx.Done()
+		return systemd.UnitStatus{}, ctx.Err()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-started; cancel() }()
+	_, err := s.Run(ctx, argv)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err %v", err)
+	}
+	if e.sys.called("Stop "+stagingUnit) == 0 {
+		t.Error("staging unit not stopped on abort")
+	}
+	e.assertUndone(t)
+}
+
+func TestRunTimeout(t *testing.T) {
+	e := newEnv(t)
+	e.opts.Timeout = 50 * time.Millisecond
+	s := e.stager(t, nil)
+	e.sys.finish = func(ctx context.Context) (systemd.UnitStatus, error) {
+		<-ctx.Done()
+		return systemd.UnitStatus{}, context.Cause(ctx)
+	}
+	_, err := s.Run(context.Background(), argv)
+	if err == nil || !strings.Contains(err.Error(), "longer than 50ms") {
+		t.Errorf("err %v", err)
+	}
+	e.assertUndone(t)
+}
+
+func TestRunSetupFailuresUndo(t *testing.T) {
+	tests := []struct {
+		name   string
+		break_ func(e *env)
+		want   string
+	}{
+		{"scheduler", func(e *env) { e.sched.applyErr = errors.New("scheduler bfq not offered by vdb") }, "not offered"},
+		{"fsync", func(e *env) { e.ostree.failSet = true }, "permission denied"},
+		{"reload", func(e *env) { e.sys.failOn["Reload"] = errors.New("access denied") }, "access denied"},
+		{"start", func(e *env) { e.sys.failOn["StartTransient "+stagingUnit] = errors.New("unit exists") }, "unit exists"},
+		{"no disk", func(e *env) { e.opts.Paths = []string{"/nodisk"} }, "no block device"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			tc.break_(e)
+			s := e.stager(t, nil)
+			_, err := s.Run(context.Background(), argv)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+			e.sys.failOn = map[string]error{} // reload works again for the undo check
+			if tc.name == "reload" {
+				// The first undo's reload failed too: the journal stays and
+				// Recover finishes the job.
+				if _, err := os.Stat(filepath.Join(e.stateDir, "staging-undo.json")); err != nil {
+					t.Fatalf("journal not kept after a failed undo: %v", err)
+				}
+				if err := e.stager(t, nil).Recover(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.name == "no disk" {
+				e.sched.restores = 1 // nothing was applied
+			}
+			e.assertUndone(t)
+		})
+	}
+}
+
+func TestRecoverAfterCrash(t *testing.T) {
+	e := newEnv(t)
+	s := e.stager(t, nil)
+	running := make(chan struct{})
+	release := make(chan struct{})
+	e.sys.finish = func(ctx context.Context) (systemd.UnitStatus, error) {
+		close(running)
+		<-release
+		return systemd.UnitStatus{}, errors.New("the old process is gone")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); s.Run(ctx, argv) }()
+	<-running
+	// The agent "dies" here, with the guard having frozen both units.
+	e.sys.mu.Lock()
+	e.sys.units[stagingUnit].frozen = true
+	e.sys.units[daemonUnit].frozen = true
+	e.sys.mu.Unlock()
+
+	// The next process: a new Stager, same state dir.
+	s2 := e.stager(t, nil)
+	if err := s2.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if e.sys.called("Thaw "+stagingUnit) == 0 || e.sys.called("Thaw "+daemonUnit) == 0 || e.sys.called("Stop "+stagingUnit) == 0 {
+		t.Errorf("recover did not thaw and stop: %v", e.sys.calls)
+	}
+	e.assertUndone(t)
+	if err := s2.Recover(context.Background()); err != nil {
+		t.Errorf("second recover: %v", err)
+	}
+	close(release)
+	cancel()
+	wg.Wait()
+}
+
+// slowEtcd reports WAL fsyncs of 50ms: the guard must pace.
+type slowEtcd struct {
+	mu sync.Mutex
+	n  uint64
+}
+
+func (s *slowEtcd) Read(context.Context) (guard.Reading, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n += 50
+	h := guard.Histogram{Bounds: []float64{0.001, 0.016, 0.064, 1e308}, Counts: []uint64{0, 0, s.n, s.n}}
+	return guard.Reading{At: time.Now(), Hists: map[string]guard.Histogram{guard.MetricWALFsync: h}}, nil
+}
+
+func TestRunWithGuardPacesBothUnits(t *testing.T) {
+	e := newEnv(t)
+	e.opts.Guard = GuardOptions{
+		Enabled: true,
+		Options: guard.Options{LearnFor: -1, Interval: 20 * time.Millisecond, Window: 20 * time.Millisecond,
+			Baseline: guard.Baseline{"wal_fsync": {P99: 5 * time.Millisecond, Median: 2 * time.Millisecond}},
+			Config:   guard.Config{MinFreeze: 20 * time.Millisecond, MaxFreeze: 60 * time.Millisecond}},
+		Source: &slowEtcd{},
+	}
+	s := e.stager(t, nil)
+	e.sys.finish = func(ctx context.Context) (systemd.UnitStatus, error) {
+		deadline := time.Now().Add(5 * time.Second)
+		for e.sys.called("Freeze "+daemonUnit) < 2 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
+	}
+	rep, err := s.Run(context.Background(), argv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Guarded || rep.Guard.Freezes < 2 || rep.Guard.ForcedThaws < 1 {
+		t.Errorf("guard stats %+v", rep)
+	}
+	if e.sys.called("Freeze "+stagingUnit) < 2 {
+		t.Errorf("staging unit not paced: %v", e.sys.calls)
+	}
+	e.assertUndone(t)
+}
+
+func TestNewRejects(t *testing.T) {
+	e := newEnv(t)
+	for _, mod := range []func(o *Options){
+		func(o *Options) { o.StateDir = "" },
+		func(o *Options) { o.Policy.IOWeight = 20000 },
+		func(o *Options) {
+			o.Guard = GuardOptions{Enabled: true, Options: guard.Options{Config: guard.Config{FreezeFactor: 0.5}}}
+		},
+	} {
+		o := e.opts
+		mod(&o)
+		if _, err := New(o, Deps{Systemd: e.sys, Runner: e.ostree}); err == nil {
+			t.Errorf("accepted %+v", o)
+		}
+	}
+	s := e.stager(t, nil)
+	if _, err := s.Run(context.Background(), nil); err == nil {
+		t.Error("empty argv accepted")
+	}
+}

@@ -1,0 +1,132 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+
+	"github.com/update-agent/update-agent/agent/systemd"
+)
+
+// undo reverts what j records, newest first. Every step tolerates a change
+// that was recorded but never made. The journal goes only when all
+// succeeded; otherwise it stays for Recover on the next start.
+func (s *Stager) undo(ctx context.Context, j *journal) error {
+	var errs []error
+	if j.Fsync != nil {
+		args := []string{"unset", fsyncKey}
+		if j.Fsync.WasSet {
+			args = []string{"set", fsyncKey, j.Fsync.Old}
+		}
+		if _, err := s.ostree(ctx, "restoring the repo's per-object fsync setting", args...); err != nil {
+			errs = append(errs, fmt.Errorf("restoring %s of %s: %w", fsyncKey, j.Fsync.Repo, err))
+		}
+	}
+	reload := j.DropIn != ""
+	for i := len(j.Runtime) - 1; i >= 0; i-- {
+		rc := j.Runtime[i]
+		props := make([]sd.Property, len(rc.Old))
+		for k, p := range rc.Old {
+			props[k] = p.Property()
+		}
+		// Set the old values live first: removing systemd's control files
+		// alone would leave the running cgroup as it is.
+		if err := s.d.Systemd.SetRuntime(ctx, rc.Unit, props...); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, f := range rc.Remove {
+			if _, err := systemd.RemoveDropIn(f); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		reload = reload || len(rc.Remove) > 0
+	}
+	if j.DropIn != "" {
+		if removed, err := systemd.RemoveDropIn(j.DropIn); err != nil {
+			errs = append(errs, err)
+		} else if removed {
+			s.log.Info("staging drop-in removed", "path", j.DropIn, "systemd_unit", j.DaemonUnit)
+		}
+	}
+	if reload {
+		if err := s.d.Systemd.Reload(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if j.DaemonRestarted && len(errs) == 0 {
+		// It was restarted to take the policy; restart it again (when idle)
+		// so it does not keep the idle I/O class until it exits on its own.
+		idle := false
+		if s.d.Daemon != nil {
+			idle, _ = s.d.Daemon.Idle(ctx)
+		}
+		if idle {
+			if err := s.d.Systemd.Restart(ctx, j.DaemonUnit); err != nil {
+				s.log.Warn("restarting the daemon without the staging policy", "systemd_unit", j.DaemonUnit, "err", err)
+			}
+		}
+	}
+	if j.Scheduler {
+		if err := s.sched.Restore(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		if serr := s.saveJournal(j); serr != nil {
+			err = errors.Join(err, serr)
+		}
+		return fmt.Errorf("undoing the staging window: %w", err)
+	}
+	*j = journal{}
+	return s.removeJournal()
+}
+
+// Recover undoes what an earlier process left behind when it died during a
+// staging: a frozen or still running staging unit, a frozen daemon, the
+// drop-in, runtime properties, the fsync setting and the scheduler.
+// Idempotent; nothing to do is not an error.
+func (s *Stager) Recover(ctx context.Context) error {
+	j, err := s.loadJournal()
+	if err != nil {
+		return err
+	}
+	if j == nil {
+		// The scheduler keeps its own record: a crash right after it
+		// changed a disk leaves no journal only if the journal write failed.
+		if err := s.sched.Restore(); err != nil {
+			return fmt.Errorf("recovering: %w", err)
+		}
+		return nil
+	}
+	s.log.Warn("undoing what an interrupted staging left behind", "staging_unit", j.StagingUnit,
+		"daemon_unit", j.DaemonUnit, "drop_in", j.DropIn, "scheduler", j.Scheduler)
+	for _, u := range []string{j.StagingUnit, j.DaemonUnit} {
+		if u != "" {
+			// Thawing a unit that is not frozen (or not running) fails
+			// harmlessly; one left frozen would hold the update forever.
+			_ = s.d.Systemd.Thaw(ctx, u)
+		}
+	}
+	if j.StagingUnit != "" {
+		st, err := s.d.Systemd.Status(ctx, j.StagingUnit)
+		if err == nil && st.LoadState == "loaded" {
+			if st.ActiveState == "failed" {
+				_ = s.d.Systemd.ResetFailed(ctx, j.StagingUnit)
+			} else if st.ActiveState != "inactive" {
+				// Unguarded, it would write at full speed: stop it (the
+				// engine stages again) before removing its policy.
+				s.log.Warn("stopping a staging unit left running", "staging_unit", j.StagingUnit, "state", st.ActiveState+"/"+st.SubState)
+				if err := s.d.Systemd.Stop(ctx, j.StagingUnit); err != nil {
+					return fmt.Errorf("recovering: %w", err)
+				}
+			}
+		}
+	}
+	if err := s.undo(ctx, j); err != nil {
+		return fmt.Errorf("recovering: %w", err)
+	}
+	return nil
+}
