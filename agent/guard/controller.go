@@ -60,6 +60,9 @@ type Config struct {
 	// Deadline: past it the guard stops pacing so staging finishes
 	// (0: none).
 	Deadline time.Duration
+	// MaxTotalFrozen: once the units were frozen this long in all, the
+	// guard stops pacing rather than starve staging (0: no limit).
+	MaxTotalFrozen time.Duration
 	// StallFreeze freezes when the PSI stall share reaches it, StallThaw
 	// is the share below which it allows a thaw (0: PSI not used).
 	StallFreeze float64
@@ -282,11 +285,14 @@ func (c *Controller) Step(s Sample) Decision {
 	d := Decision{At: s.At, Signal: v.signal, P99: v.p99, Limit: v.limit, Median: v.median,
 		ThawLevel: v.thawLevel, N: v.n, Stall: s.Stall}
 	pastDeadline := c.cfg.Deadline > 0 && s.At.Sub(c.start) >= c.cfg.Deadline
+	spent := c.cfg.MaxTotalFrozen > 0 && c.Stats(s.At).Frozen >= c.cfg.MaxTotalFrozen
 	if c.frozen {
 		d.FrozenFor = s.At.Sub(c.frozenSince)
 		switch {
 		case pastDeadline:
 			c.thaw(&d, "staging deadline reached: pacing stops", true)
+		case spent:
+			c.thaw(&d, "total freeze budget spent: pacing stops", true)
 		case d.FrozenFor >= c.cfg.MaxFreeze:
 			c.thaw(&d, "freeze reached its cap", true)
 		case d.FrozenFor < c.cfg.MinFreeze:
@@ -312,6 +318,8 @@ func (c *Controller) Step(s Sample) Decision {
 		switch {
 		case pastDeadline:
 			d.Reason = "staging deadline passed: not pacing"
+		case spent:
+			d.Reason = "total freeze budget spent: not pacing"
 		case !v.high:
 			d.Reason = "latency within limit"
 		case c.cfg.MinRunShare >= 1:

@@ -141,6 +141,17 @@ func TestController(t *testing.T) {
 			stats: Stats{Freezes: 1, ForcedThaws: 1, Frozen: 500 * msec},
 		},
 		{
+			name: "total freeze budget: forced thaw, then no pacing",
+			cfg:  Config{MaxTotalFrozen: 1500 * msec},
+			steps: []step{
+				{wal(0, 50, 9, 100), Freeze, "p99", false},
+				{wal(1000, 50, 9, 100), Hold, "still above", false},
+				{wal(1500, 50, 9, 100), Thaw, "budget spent", true},
+				{wal(9000, 50, 9, 100), Hold, "budget spent", false},
+			},
+			stats: Stats{Freezes: 1, ForcedThaws: 1, Frozen: 1500 * msec},
+		},
+		{
 			name: "run share 1 never freezes",
 			cfg:  Config{MinRunShare: 1},
 			steps: []step{
