@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -20,8 +19,8 @@ type Freezer interface {
 // Options configure the guard loop.
 type Options struct {
 	Config Config
-	// Baseline entries override what is learned (e.g. a configured normal
-	// wal_fsync p99 and median).
+	// Baseline entries override what is learned, field by field (e.g. a
+	// configured normal wal_fsync p99).
 	Baseline Baseline
 	// LearnFor is how long to watch before staging to learn the baseline
 	// (default 10s; negative: do not learn, use Baseline alone).
@@ -99,7 +98,18 @@ func (g *Guard) Learn(ctx context.Context) (Baseline, error) {
 		}
 		base = BaselineFrom(Delta(r0, r1), g.o.MinObservations)
 	}
-	maps.Copy(base, g.o.Baseline)
+	// Configured values override learned ones field by field: a configured
+	// p99 threshold leaves the learned median for the thaw rule.
+	for k, v := range g.o.Baseline {
+		b := base[k]
+		if v.P99 > 0 {
+			b.P99 = v.P99
+		}
+		if v.Median > 0 {
+			b.Median = v.Median
+		}
+		base[k] = b
+	}
 	for _, k := range sortedKeys(base) {
 		g.o.Log.Info("latency guard baseline", "signal", k, "p99_ms", ms(base[k].P99),
 			"median_ms", ms(base[k].Median), "observations", base[k].N)

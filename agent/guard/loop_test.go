@@ -268,6 +268,18 @@ func TestLearnNeedsObservations(t *testing.T) {
 	if b, err := g2.Learn(context.Background()); err != nil || b["wal_fsync"].P99 != time.Millisecond {
 		t.Errorf("configured baseline %v %v", b, err)
 	}
+	// A configured p99 keeps the learned median.
+	src3 := &scriptSource{clk: clk, start: t0, latency: func(time.Duration) time.Duration { return 3 * time.Millisecond }}
+	g3, _ := New(Options{LearnFor: time.Second, Baseline: Baseline{"wal_fsync": {P99: 40 * time.Millisecond}}, Units: []string{"x.service"}, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, src3, &fakeFreezer{clk: clk})
+	go func() {
+		b, err := g3.Learn(context.Background())
+		if err != nil || b["wal_fsync"].P99 != 40*time.Millisecond || b["wal_fsync"].Median < 2*time.Millisecond || b["wal_fsync"].Median > 3*time.Millisecond {
+			t.Errorf("merged baseline %+v %v", b, err)
+		}
+		errc <- nil
+	}()
+	drive(t, clk, time.Second)
+	<-errc
 	if _, err := New(Options{Units: []string{"x"}, Config: Config{FreezeFactor: 0.5}}, src, nil); err == nil {
 		t.Error("bad config accepted")
 	}

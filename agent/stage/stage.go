@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -90,8 +91,15 @@ type Options struct {
 	EtcdUnit          string
 	EtcdLatencyTarget time.Duration
 
+	// Environment is set on the staging unit (rpmostree.Client.StageEnv).
+	Environment []string
+	// OKExitStatuses are exit statuses of the staging command that are not
+	// failures (rpm-ostree's 77: nothing new to stage). Report.Unit has
+	// the status for the caller to interpret.
+	OKExitStatuses []int
+
 	// Timeout bounds the whole staging (0: none); the guard's deadline
-	// defaults to it.
+	// defaults to three quarters of it.
 	Timeout time.Duration
 	Guard   GuardOptions
 
@@ -109,8 +117,11 @@ type GuardOptions struct {
 	// MetricsURL is etcd's /metrics; "" paces on kernel signals alone.
 	MetricsURL string
 	// PressureFile is the PSI file to watch ("" none; e.g.
-	// /proc/pressure/io or etcd's cgroup io.pressure).
+	// /proc/pressure/io). PressureUnit, when PressureFile is "", names a
+	// unit (etcd's) whose cgroup io.pressure is watched: the stager's own
+	// stalls do not count there.
 	PressureFile string
+	PressureUnit string
 	guard.Options
 	// Source replaces the real inputs (tests).
 	Source guard.Source
@@ -292,6 +303,7 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 		Argv:        argv,
 		Policy:      policy,
 		KillSignal:  2, // SIGINT: the rpm-ostree CLI then cancels its transaction
+		Environment: s.o.Environment,
 	}
 	s.log.Info("staging started", "staging_unit", ts.Name, "argv", argv, "disks", rep.Disks, "guard", g != nil)
 	if err := s.d.Systemd.StartTransient(ctx, ts); err != nil {
@@ -324,6 +336,9 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 	}
 	rep.Unit = st
 	s.release(uctx, st)
+	if st.Result == "exit-code" && st.ExecMainCode == 1 && slices.Contains(s.o.OKExitStatuses, int(st.ExecMainStatus)) {
+		return rep, nil
+	}
 	if err := st.Err(); err != nil {
 		return rep, fmt.Errorf("staging: %w (see journalctl -u %s)", err, ts.Name)
 	}
@@ -357,8 +372,21 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string) (*guard.Guard
 	}
 	src := s.o.Guard.Source
 	if src == nil {
+		psi := s.o.Guard.PressureFile
+		if psi == "" && s.o.Guard.PressureUnit != "" {
+			st, err := s.d.Systemd.Status(ctx, s.o.Guard.PressureUnit)
+			if err != nil || st.ControlGroup == "" {
+				s.log.Warn("not watching I/O pressure: no cgroup for the unit", "systemd_unit", s.o.Guard.PressureUnit, "err", err)
+			} else {
+				sys := s.o.SysRoot
+				if sys == "" {
+					sys = "/sys"
+				}
+				psi = filepath.Join(sys, "fs/cgroup", st.ControlGroup, "io.pressure")
+			}
+		}
 		src = guard.Inputs{MetricsURL: s.o.Guard.MetricsURL, SysRoot: s.o.SysRoot, Disks: disks,
-			PressureFile: s.o.Guard.PressureFile, Clock: gopts.Clock}
+			PressureFile: psi, Clock: gopts.Clock}
 	}
 	g, err := guard.New(gopts, src, s.d.Systemd)
 	if err != nil {

@@ -245,6 +245,34 @@ func TestRunFailureUndoes(t *testing.T) {
 	e.assertUndone(t)
 }
 
+func TestRunOKExitStatus(t *testing.T) {
+	e := newEnv(t)
+	e.opts.OKExitStatuses = []int{77}
+	e.opts.Environment = []string{"RPMOSTREE_CLIENT_ID=update-agent"}
+	s := e.stager(t, nil)
+	e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
+		e.sys.mu.Lock()
+		env := e.sys.units[stagingUnit].started.Environment
+		e.sys.mu.Unlock()
+		if strings.Join(env, " ") != "RPMOSTREE_CLIENT_ID=update-agent" {
+			t.Errorf("environment %v", env)
+		}
+		return systemd.UnitStatus{ActiveState: "failed", SubState: "failed", Result: "exit-code", ExecMainCode: 1, ExecMainStatus: 77}, nil
+	}
+	rep, err := s.Run(context.Background(), argv)
+	if err != nil || rep.Unit.ExecMainStatus != 77 {
+		t.Errorf("exit 77: %v %+v", err, rep.Unit)
+	}
+	e.assertUndone(t)
+	// Any other status still fails.
+	e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
+		return systemd.UnitStatus{ActiveState: "failed", SubState: "failed", Result: "exit-code", ExecMainCode: 1, ExecMainStatus: 78}, nil
+	}
+	if _, err := s.Run(context.Background(), argv); err == nil {
+		t.Error("exit 78 accepted")
+	}
+}
+
 func TestRunCancelStopsUnitAndUndoes(t *testing.T) {
 	e := newEnv(t)
 	s := e.stager(t, nil)
