@@ -200,7 +200,11 @@ type Controller struct {
 // NewController returns a controller for a staging run that starts with the
 // first sample.
 func NewController(cfg Config, base Baseline) *Controller {
-	return &Controller{cfg: cfg.WithDefaults(), base: base}
+	b := Baseline{}
+	for k, v := range base {
+		b[SignalName(k)] = v
+	}
+	return &Controller{cfg: cfg.WithDefaults(), base: b}
 }
 
 // Frozen reports whether the last decision left the units frozen.

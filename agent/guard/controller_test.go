@@ -223,6 +223,16 @@ func TestDecisionCarriesNumbers(t *testing.T) {
 	}
 }
 
+func TestBaselineByMetricName(t *testing.T) {
+	c := NewController(Config{}, Baseline{MetricWALFsync: {P99: 10 * msec, Median: 3 * msec}})
+	if d := c.Step(wal(0, 45, 8, 10)); d.Action != Freeze {
+		t.Errorf("a baseline keyed by the metric name was ignored: %+v", d)
+	}
+	if SignalName(MetricBackendCommit) != SignalBackendCommit || SignalName("disk_await/vdb") != "disk_await/vdb" {
+		t.Error("SignalName")
+	}
+}
+
 func TestRelease(t *testing.T) {
 	c := NewController(Config{}, Baseline{"wal_fsync": {P99: 10 * msec, Median: 3 * msec}})
 	if d := c.Release(t0, "nothing"); d.Action != Hold {

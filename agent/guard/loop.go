@@ -101,6 +101,7 @@ func (g *Guard) Learn(ctx context.Context) (Baseline, error) {
 	// Configured values override learned ones field by field: a configured
 	// p99 threshold leaves the learned median for the thaw rule.
 	for k, v := range g.o.Baseline {
+		k = SignalName(k)
 		b := base[k]
 		if v.P99 > 0 {
 			b.P99 = v.P99

@@ -14,7 +14,22 @@ type Reading struct {
 	Pressure *Pressure
 }
 
-// Signal names used in samples and baselines.
+// Signal names used in samples and baselines: etcd's histograms by their
+// short names, the disks by "disk_await/<disk>".
+const (
+	SignalWALFsync      = "wal_fsync"
+	SignalBackendCommit = "backend_commit"
+)
+
+// SignalName maps an etcd metric name to its signal name; other names are
+// returned unchanged, so a baseline may be keyed either way.
+func SignalName(name string) string {
+	if strings.HasPrefix(name, "etcd_disk_") {
+		return histSignal(name)
+	}
+	return name
+}
+
 func histSignal(metric string) string {
 	s := strings.TrimPrefix(metric, "etcd_disk_")
 	return strings.TrimSuffix(s, "_duration_seconds")
