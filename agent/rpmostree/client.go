@@ -159,6 +159,10 @@ func (c *Client) StageArgv(req StageRequest) []string {
 	return argv
 }
 
+// StageEnv is the environment StageArgv must run with (set it on the
+// transient unit): the client id, plus the Runner's extra variables.
+func (c *Client) StageEnv() []string { return c.runner().Env }
+
 // Validate rejects requests StageArgv cannot express.
 func (r StageRequest) Validate() error {
 	switch r.Kind {

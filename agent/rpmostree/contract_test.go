@@ -113,6 +113,9 @@ func TestStatusCheckStageFinalizeReboot(t *testing.T) {
 	if len(files) != 60 {
 		t.Errorf("staged checkout has %d files, want 60", len(files))
 	}
+	if l := e.DaemonLog(); !strings.Contains(l, "Initiated txn Upgrade for client(id:update-agent ") {
+		t.Errorf("daemon log does not name the client id:\n%s", l)
+	}
 	// Staging the same target again changes nothing: exit 77.
 	if res, err := c.Stage(ctx, rpmostree.StageRequest{}); err != nil || res.Changed {
 		t.Errorf("second Stage = %+v, %v; want unchanged", res, err)

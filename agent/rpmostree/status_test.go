@@ -152,6 +152,10 @@ func TestStageArgv(t *testing.T) {
 			t.Errorf("StageArgv(%v) = %q, want %q", tc.req, got, tc.want)
 		}
 	}
+	env := (&Client{Runner: oplog.Runner{Env: []string{"A=b"}}}).StageEnv()
+	if !reflect.DeepEqual(env, []string{"A=b", "RPMOSTREE_CLIENT_ID=update-agent"}) {
+		t.Errorf("StageEnv = %q", env)
+	}
 	if (&Client{}).StageArgv(StageRequest{})[0] != "rpm-ostree" {
 		t.Error("default path is not rpm-ostree")
 	}

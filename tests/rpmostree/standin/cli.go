@@ -105,6 +105,7 @@ func (c *cli) call(req Request) (Event, error) {
 	req.Cmdline = c.cmdline
 	req.Sender = fmt.Sprintf(":1.%d", os.Getpid())
 	req.CallerUnit = callerUnit()
+	req.ClientID = os.Getenv("RPMOSTREE_CLIENT_ID")
 	sig := make(chan os.Signal, 1)
 	cancel := make(chan struct{})
 	if req.Verb != "status" {

@@ -24,6 +24,8 @@ type Daemon struct {
 	ostree ostreeCLI
 	runner oplog.Runner
 
+	handlers sync.WaitGroup
+
 	mu        sync.Mutex
 	txn       *txn
 	rebooting bool
@@ -88,13 +90,16 @@ func (d *Daemon) Serve(ctx context.Context) error {
 				d.mu.Unlock()
 				if t != nil {
 					t.cancel()
-					<-t.done
 				}
+				// Let handlers finish, the reboot command included, so
+				// nothing writes after the daemon is gone.
+				d.handlers.Wait()
 				return nil
 			}
 			return err
 		}
-		go d.handle(conn)
+		d.handlers.Add(1)
+		go func() { defer d.handlers.Done(); d.handle(conn) }()
 	}
 }
 
@@ -148,7 +153,9 @@ func (d *Daemon) handle(conn net.Conn) {
 			}
 		}
 	}()
-	d.log.Info("transaction started", "title", t.title, "caller_unit", req.CallerUnit)
+	// Worded as rpm-ostreed's journal line, which names the client.
+	d.log.Info(fmt.Sprintf("Initiated txn %s for client(id:%s dbus:%s unit:%s)", method, req.ClientID, req.Sender, req.CallerUnit),
+		"title", t.title)
 	ev, err := run(ctx, req, emit)
 	if err != nil && ctx.Err() != nil {
 		err = errors.New("Operation was cancelled")

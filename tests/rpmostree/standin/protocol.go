@@ -19,6 +19,7 @@ type Request struct {
 	Verb             string `json:"verb"` // status check upgrade deploy rebase finalize cleanup cancel
 	Cmdline          string `json:"cmdline,omitempty"`
 	Sender           string `json:"sender,omitempty"`
+	ClientID         string `json:"client_id,omitempty"` // $RPMOSTREE_CLIENT_ID
 	CallerUnit       string `json:"caller_unit,omitempty"`
 	Refspec          string `json:"refspec,omitempty"`
 	Revision         string `json:"revision,omitempty"`

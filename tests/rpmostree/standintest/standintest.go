@@ -242,6 +242,12 @@ func (e *Env) wipeRun() {
 	e.StartDaemon()
 }
 
+// DaemonLog is what the daemon logged so far.
+func (e *Env) DaemonLog() string {
+	b, _ := os.ReadFile(e.logFile)
+	return string(b)
+}
+
 // Rebooted reports whether the daemon ran its reboot command.
 func (e *Env) Rebooted() bool {
 	_, err := os.Stat(e.RebootFile)
