@@ -24,7 +24,7 @@ func Decide(st state.State, ev Event, obs Obs, pol Policy, now time.Time) (state
 		d.pol.Window = Always{}
 	}
 	act := d.decide(ev)
-	if d.st.Phase != st.Phase {
+	if d.st.Phase != st.Phase || d.st.Since.IsZero() {
 		d.st.Since = now
 	}
 	d.st.BootID = obs.BootID

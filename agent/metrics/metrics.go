@@ -112,8 +112,10 @@ func (m *Metrics) LeaderMoved() { m.leaderMoves.Inc() }
 // Failed counts a failed step.
 func (m *Metrics) Failed(step string) { m.failures.WithLabelValues(step).Inc() }
 
-// GuardDecision counts one latency-guard decision.
-func (m *Metrics) GuardDecision(decision string) { m.guardDecisions.WithLabelValues(decision).Inc() }
+// GuardDecisions counts n latency-guard decisions of one kind.
+func (m *Metrics) GuardDecisions(decision string, n int) {
+	m.guardDecisions.WithLabelValues(decision).Add(float64(n))
+}
 
 // Frozen adds time the guard kept staging frozen.
 func (m *Metrics) Frozen(d time.Duration) { m.frozenSeconds.Add(d.Seconds()) }

@@ -43,7 +43,7 @@ func TestOwnRegistry(t *testing.T) {
 		t.Errorf("hooks failures = %v", v)
 	}
 	m.Frozen(1500 * time.Millisecond)
-	m.GuardDecision("freeze")
+	m.GuardDecisions("freeze", 3)
 	m.LeaderMoved()
 	m.LockWaited(3 * time.Second)
 	m.StagingDone(10*time.Minute, errors.New("x"))

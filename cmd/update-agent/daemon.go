@@ -2,17 +2,24 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/update-agent/update-agent/agent/control"
 	"github.com/update-agent/update-agent/agent/logging"
 	"github.com/update-agent/update-agent/agent/sdnotify"
 )
+
+// firstStatusTimeout bounds the wait for rpm-ostree at start (rpm-ostreed
+// may still be starting at boot); well inside systemd's start timeout.
+const firstStatusTimeout = 60 * time.Second
 
 func runDaemon(env *cmdEnv, args []string) error {
 	fs := newFlags(env, "daemon")
@@ -43,30 +50,84 @@ func runDaemon(env *cmdEnv, args []string) error {
 
 	var notify sdnotify.Notifier
 	log.Info("update-agent starting", "version", version, "root", *root, "pid", os.Getpid())
-	if err := notify.Ready("idle"); err != nil {
-		log.Warn("telling systemd we are ready", "err", err)
-	}
 
-	// lastBeat is updated by the main loop; the watchdog pings only while it
-	// moves, so a wedged loop gets the agent restarted.
+	// lastBeat moves while the main loop makes progress; the watchdog pings
+	// only while it moves, so a wedged loop gets the agent restarted.
 	var lastBeat atomic.Int64
 	beat := func() { lastBeat.Store(time.Now().UnixNano()) }
 	beat()
+	status := func(s string) {
+		if err := notify.Status(s); err != nil {
+			log.Debug("telling systemd our status", "err", err)
+		}
+	}
+
+	a, err := wire(cfg, *root, log, status, beat)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+
+	first, err := a.firstStatus(ctx, firstStatusTimeout)
+	if err != nil {
+		return err
+	}
+
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	defer stopServing()
+	if err := a.serve(serveCtx); err != nil {
+		return err
+	}
+
+	if err := notify.Ready("started; " + describe(first)); err != nil {
+		log.Warn("telling systemd we are ready", "err", err)
+	}
 	wd := sdnotify.WatchdogInterval()
 	go notify.PingWhile(ctx, wd, func() bool {
 		return time.Since(time.Unix(0, lastBeat.Load())) < 4*wd
 	})
 
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			notify.Stopping()
-			log.Info("update-agent stopping", "reason", fmt.Sprint(context.Cause(ctx)))
-			return nil
-		case <-tick.C:
-			beat()
-		}
+	// The engine persists every step before taking it; on SIGTERM its
+	// running action is cancelled (staging: SIGINT to rpm-ostree, units
+	// thawed, policy undone) and the next start resumes from the record.
+	runErr := a.engine.Run(ctx)
+	notify.Stopping()
+	log.Info("update-agent stopping", "reason", fmt.Sprint(context.Cause(ctx)), "err", runErr)
+	return runErr
+}
+
+// serve starts the control socket and, when configured, the metrics
+// endpoint. They stop when ctx ends.
+func (a *agent) serve(ctx context.Context) error {
+	ln, err := control.ListenUnix(rooted(a.root, control.DefaultSocket))
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
 	}
+	srv := &control.Server{
+		Status:    func(ctx context.Context) (any, error) { return a.report(ctx), nil },
+		UpdateNow: a.engine.UpdateNow,
+		Log:       a.log,
+	}
+	go func() {
+		if err := srv.Serve(ctx, ln); err != nil {
+			a.log.Error("control socket stopped", "err", err)
+		}
+	}()
+	addr := a.cfg.Metrics.Listen
+	if addr == "" {
+		return nil
+	}
+	if p, ok := strings.CutPrefix(addr, "unix:"); ok {
+		addr = "unix:" + rooted(a.root, p)
+	}
+	mln, err := control.Listen(addr)
+	if err != nil {
+		return fmt.Errorf("metrics (metrics.listen = %q): %w", a.cfg.Metrics.Listen, err)
+	}
+	go func() {
+		if err := a.metrics.Serve(ctx, mln); err != nil && !errors.Is(err, context.Canceled) {
+			a.log.Error("metrics endpoint stopped", "err", err)
+		}
+	}()
+	return nil
 }

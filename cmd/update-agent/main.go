@@ -52,6 +52,9 @@ func commands() []command {
 	return []command{
 		{"daemon", "run the agent (what update-agent.service runs)", runDaemon},
 		{"check-config", "print the merged configuration and where each value came from", runCheckConfig},
+		{"status", "show what the daemon does and waits for (--json)", runStatus},
+		{"update-now", "ask the daemon to check for an update and stage it now", runUpdateNow},
+		{"stage-once", "stage one update now under the staging policy and latency guard; no reboot", runStageOnce},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -1,0 +1,124 @@
+package adapters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/update-agent/update-agent/agent/rpmostree"
+	"github.com/update-agent/update-agent/agent/stage"
+	"github.com/update-agent/update-agent/agent/state"
+)
+
+// Stager is engine.Stager over agent/stage: the staging command
+// (rpmostree.Client.StageArgv, always --lock-finalization) runs in a
+// transient unit under the I/O policy, paced by the guard.
+type Stager struct {
+	Client *rpmostree.Client
+	// Make builds the stage.Stager on first use (it needs systemd's bus).
+	Make func(ctx context.Context) (*stage.Stager, error)
+	// Image, when set, is rebased to (updates.source = "image").
+	Image string
+	// Done is told how each staging went (metrics, status).
+	Done func(stage.Report, error)
+
+	mu sync.Mutex
+	s  *stage.Stager
+}
+
+func (a *Stager) get(ctx context.Context) (*stage.Stager, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.s == nil {
+		s, err := a.Make(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("setting up staging: %w", err)
+		}
+		a.s = s
+	}
+	return a.s, nil
+}
+
+// Request is what to stage for t: a rebase to the configured image, an
+// upgrade for a container origin (its target is a digest), else the exact
+// commit the check found (deploy revision=), so a commit published meanwhile
+// is not staged unchecked.
+func Request(booted rpmostree.Deployment, image string, t state.Target) rpmostree.StageRequest {
+	switch {
+	case image != "":
+		return rpmostree.StageRequest{Kind: rpmostree.StageRebase, Ref: image}
+	case booted.IsContainer():
+		return rpmostree.StageRequest{Kind: rpmostree.StageUpgrade}
+	}
+	return rpmostree.StageRequest{Kind: rpmostree.StageDeploy, Checksum: t.Checksum}
+}
+
+// Stage stages t and checks that a new staged deployment came of it: when
+// rpm-ostree finds nothing new it does not lock anything.
+func (a *Stager) Stage(ctx context.Context, t state.Target) error {
+	s, err := a.get(ctx)
+	if err != nil {
+		return err
+	}
+	before, err := a.Client.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("staging %s: %w", t.Checksum, err)
+	}
+	booted, _ := before.Booted()
+	argv := a.Client.StageArgv(Request(booted, a.Image, t))
+	rep, err := s.Run(ctx, argv)
+	if a.Done != nil {
+		a.Done(rep, err)
+	}
+	if err != nil {
+		return fmt.Errorf("staging %s: %w", t.Checksum, err)
+	}
+	after, err := a.Client.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("staging %s: %w", t.Checksum, err)
+	}
+	if !rpmostree.StagedChanged(before, after) {
+		return fmt.Errorf("staging %s: %w", t.Checksum, errNothingStaged)
+	}
+	return nil
+}
+
+var errNothingStaged = errors.New("rpm-ostree made no new staged deployment (nothing new, or already staged and not re-locked)")
+
+// Recover undoes what an interrupted staging left behind.
+func (a *Stager) Recover(ctx context.Context) error {
+	s, err := a.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.Recover(ctx)
+}
+
+// PlainStager stages with the rpm-ostree CLI directly: no transient unit,
+// no I/O policy, no guard. For hosts without systemd (tests); the daemon
+// never uses it.
+type PlainStager struct {
+	Client *rpmostree.Client
+	Image  string
+}
+
+// Stage runs the staging command and checks it staged something.
+func (p PlainStager) Stage(ctx context.Context, t state.Target) error {
+	st, err := p.Client.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("staging %s: %w", t.Checksum, err)
+	}
+	booted, _ := st.Booted()
+	res, err := p.Client.Stage(ctx, Request(booted, p.Image, t))
+	if err != nil {
+		return fmt.Errorf("staging %s: %w", t.Checksum, err)
+	}
+	if !res.Changed {
+		return fmt.Errorf("staging %s: %w", t.Checksum, errNothingStaged)
+	}
+	return nil
+}
+
+// Recover has nothing to undo.
+func (PlainStager) Recover(context.Context) error { return nil }

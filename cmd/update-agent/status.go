@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/control"
+	"github.com/update-agent/update-agent/agent/engine"
+	"github.com/update-agent/update-agent/agent/etcdmember"
+	"github.com/update-agent/update-agent/agent/lock"
+	"github.com/update-agent/update-agent/agent/state"
+)
+
+// statusReport is what `update-agent status` shows: everything that says
+// why this node has not rebooted yet, on one screen.
+type statusReport struct {
+	Node     string          `json:"node"`
+	Version  string          `json:"version"`
+	Strategy string          `json:"reboot_strategy"`
+	Engine   engine.Snapshot `json:"engine"`
+	Lock     *lockReport     `json:"lock,omitempty"`
+	Etcd     *etcdReport     `json:"etcd,omitempty"`
+	Staging  *stagingReport  `json:"last_staging,omitempty"`
+}
+
+type lockReport struct {
+	Group string `json:"group"`
+	Slots int    `json:"slots"`
+	// Position is where this node stood when it last waited for a slot.
+	Position *lock.Position      `json:"position,omitempty"`
+	Holders  []lock.EntryStatus  `json:"holders"`
+	Waiters  []lock.EntryStatus  `json:"waiters"`
+	Pending  []lock.Announcement `json:"pending"`
+	Error    string              `json:"error,omitempty"`
+}
+
+type etcdReport struct {
+	LocalMember string   `json:"local_member,omitempty"`
+	Leader      string   `json:"leader,omitempty"`
+	Problems    []string `json:"problems,omitempty"`
+	Error       string   `json:"error,omitempty"`
+}
+
+// lockPosition remembers the node's last place in line (agent/lock reports
+// it while Acquire waits).
+type lockPosition struct {
+	mu  sync.Mutex
+	pos *lock.Position
+}
+
+func (l *lockPosition) set(p lock.Position) {
+	l.mu.Lock()
+	l.pos = &p
+	l.mu.Unlock()
+}
+
+func (l *lockPosition) get() *lock.Position {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pos
+}
+
+// report gathers the status; etcd is asked live, with a short timeout, so
+// that a slow cluster does not hang `status`.
+func (a *agent) report(ctx context.Context) statusReport {
+	r := statusReport{Node: a.node, Version: version, Strategy: a.cfg.Reboot.Strategy,
+		Engine: a.engine.Snapshot(), Staging: a.staging.get()}
+	if a.etcd == nil {
+		return r
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	lr := &lockReport{Group: a.cfg.Lock.Group, Slots: a.cfg.Lock.Slots}
+	if r.Engine.State.Phase == state.WaitingSlot {
+		lr.Position = a.lockPos.get()
+	}
+	gs, err := lock.Status(ctx, a.etcd, a.cfg.Lock.KeyPrefix, a.cfg.Lock.Slots, a.cfg.Lock.Group, time.Now())
+	if err != nil {
+		lr.Error = err.Error()
+	}
+	for _, g := range gs {
+		if g.Group == a.cfg.Lock.Group {
+			lr.Holders, lr.Waiters, lr.Pending = g.Holders, g.Waiters, g.Pending
+		}
+	}
+	r.Lock = lr
+	er := &etcdReport{}
+	if m, found, err := a.cluster.C.Local(ctx); err != nil {
+		er.Error = err.Error()
+	} else if found {
+		er.LocalMember = m.Name
+	}
+	if h, err := a.cluster.C.Health(ctx); err != nil {
+		er.Error = err.Error()
+	} else {
+		if l, ok := h.Leader(); ok {
+			er.Leader = l.Name
+		}
+		er.Problems = problems(h, a.cluster.C.MaxLag())
+	}
+	r.Etcd = er
+	return r
+}
+
+func problems(h etcdmember.Health, maxLag uint64) []string {
+	var p []string
+	for _, m := range h.Members {
+		if s := h.Problem(m, maxLag); s != "" {
+			p = append(p, m.Name+": "+s)
+		}
+	}
+	return p
+}
+
+func runStatus(env *cmdEnv, args []string) error {
+	fs := newFlags(env, "status")
+	root := fs.String("root", "/", "prefix for the control socket's path (tests)")
+	asJSON := fs.Bool("json", false, "print the daemon's answer as JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	raw, err := control.Client{Socket: rooted(*root, control.DefaultSocket)}.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		_, err := env.stdout.Write(raw)
+		return err
+	}
+	var r statusReport
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fmt.Errorf("reading the daemon's status: %w", err)
+	}
+	printStatus(env.stdout, r, time.Now())
+	return nil
+}
+
+// printStatus renders the report for a human: what the agent does, what it
+// waits for, and everything that decides when it may reboot.
+func printStatus(w io.Writer, r statusReport, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	line := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s:\t%s\n", k, fmt.Sprintf(format, a...)) }
+	st, act := r.Engine.State, r.Engine.Action
+	line("Node", "%s (update-agent %s)", r.Node, r.Version)
+	line("State", "%s since %s", st.Phase, ago(st.Since, now))
+	switch act.Kind {
+	case engine.ActWait:
+		line("Waiting for", "%s (until %s)", act.Reason, when(act.Until, now))
+	case "":
+	default:
+		line("Doing", "%s", act.Reason)
+	}
+	if r.Engine.UpdateNow {
+		line("Update-now", "requested, not yet acted on")
+	}
+	line("Booted", "%s", dep(&r.Engine.OS.Booted))
+	if s := r.Engine.OS.Staged; s != nil {
+		lock := "NOT locked by the agent (any reboot would apply it)"
+		if st.Locked != "" && st.Locked == s.Checksum {
+			lock = "locked for finalization by the agent"
+		}
+		line("Staged", "%s, %s", dep(s), lock)
+	} else {
+		line("Staged", "none")
+	}
+	if st.Target.Checksum != "" && st.Phase != state.Idle {
+		line("Target", "%s", dep(&engine.Deployment{Checksum: st.Target.Checksum, Version: st.Target.Version}))
+	}
+	line("Reboot window", "%s", window(r, now))
+	if l := r.Lock; l != nil {
+		line("Reboot slot", "%s", slot(l, r.Node, st))
+	}
+	if e := r.Etcd; e != nil {
+		switch {
+		case e.Error != "":
+			line("etcd", "unreachable: %s", e.Error)
+		default:
+			role := "no local member"
+			if e.LocalMember != "" {
+				role = "local member " + e.LocalMember
+				if e.LocalMember == e.Leader {
+					role += " (LEADER: moves leadership away before rebooting)"
+				}
+			}
+			line("etcd", "leader %s; %s", orNone(e.Leader), role)
+			for _, p := range e.Problems {
+				line("etcd problem", "%s", p)
+			}
+		}
+	}
+	if s := r.Staging; s != nil {
+		res := "ok"
+		if !s.OK {
+			res = "failed: " + s.Error
+		}
+		g := "guard off"
+		if s.Guarded {
+			g = fmt.Sprintf("guard: %d freezes, %.1fs frozen, %d forced thaws", s.Freezes, s.Frozen, s.ForcedThaws)
+		}
+		line("Last staging", "%s, %.0fs, %s (%s)", ago(s.At, now), s.Seconds, res, g)
+	}
+	if st.LastError != "" {
+		line("Last error", "%s", st.LastError)
+	}
+	keys := make([]string, 0, len(st.Failures))
+	for k := range st.Failures {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		f := st.Failures[k]
+		what := fmt.Sprintf("retry %s", when(f.RetryAt, now))
+		if f.SetAside {
+			what = "SET ASIDE (update-now retries it)"
+		}
+		line("Failures", "%s: %d, %s; last: %s", short(k), f.Count, what, f.LastError)
+	}
+	tw.Flush()
+}
+
+func dep(d *engine.Deployment) string {
+	if d.Version != "" {
+		return fmt.Sprintf("%s (%s)", d.Version, short(d.Checksum))
+	}
+	return short(d.Checksum)
+}
+
+func window(r statusReport, now time.Time) string {
+	if r.Strategy != "periodic" {
+		return "any time (strategy " + r.Strategy + ")"
+	}
+	n := r.Engine.NextWindow
+	if n.IsZero() {
+		return "none configured"
+	}
+	if !n.After(now) {
+		return "open now"
+	}
+	return "next opens " + when(n, now)
+}
+
+func slot(l *lockReport, node string, st state.State) string {
+	if l.Error != "" {
+		return "unknown: " + l.Error
+	}
+	var hs, ws []string
+	for _, h := range l.Holders {
+		hs = append(hs, fmt.Sprintf("%s (%s)", h.Node, h.Age.Round(time.Second)))
+	}
+	for _, w := range l.Waiters {
+		ws = append(ws, w.Node)
+	}
+	s := fmt.Sprintf("group %s, %d slot(s); held by %s; waiting: %s", l.Group, l.Slots, orNone(strings.Join(hs, ", ")), orNone(strings.Join(ws, ", ")))
+	for _, h := range l.Holders {
+		if h.Node == node {
+			return s + "; THIS NODE HOLDS A SLOT"
+		}
+	}
+	if p := l.Position; p != nil && !p.Holder {
+		s += fmt.Sprintf("; this node waits behind %d", p.Ahead)
+	}
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func ago(t, now time.Time) string {
+	if t.IsZero() {
+		return "unknown"
+	}
+	return fmt.Sprintf("%s (%s ago)", t.Local().Format("2006-01-02 15:04:05"), now.Sub(t).Round(time.Second))
+}
+
+func when(t, now time.Time) string {
+	if t.IsZero() {
+		return "unknown"
+	}
+	d := t.Sub(now).Round(time.Second)
+	if d <= 0 {
+		return t.Local().Format("2006-01-02 15:04:05") + " (now)"
+	}
+	return fmt.Sprintf("%s (in %s)", t.Local().Format("2006-01-02 15:04:05"), d)
+}

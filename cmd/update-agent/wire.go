@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/update-agent/update-agent/agent/adapters"
+	"github.com/update-agent/update-agent/agent/config"
+	"github.com/update-agent/update-agent/agent/engine"
+	"github.com/update-agent/update-agent/agent/etcdclient"
+	"github.com/update-agent/update-agent/agent/etcdmember"
+	"github.com/update-agent/update-agent/agent/lock"
+	"github.com/update-agent/update-agent/agent/metrics"
+	"github.com/update-agent/update-agent/agent/oplog"
+	"github.com/update-agent/update-agent/agent/rpmostree"
+	"github.com/update-agent/update-agent/agent/state"
+)
+
+// Retry policy of a failing target; not configurable: max_attempts bounds
+// how often a target is tried.
+const (
+	retryBase       = 5 * time.Minute
+	retryMax        = 2 * time.Hour
+	retryJitter     = 0.5
+	recheckInterval = 30 * time.Second
+	rebootTimeout   = 10 * time.Minute
+)
+
+// agent is the daemon's parts, built from the configuration.
+type agent struct {
+	cfg      *config.Config
+	root     string
+	node     string
+	stateDir string
+	log      *slog.Logger
+
+	os      adapters.OS
+	stager  *adapters.Stager
+	staging stagingView
+	etcd    *clientv3.Client // nil without lock and etcd
+	lock    *adapters.Lock   // nil when locking is disabled
+	cluster *adapters.Cluster
+	metrics *metrics.Metrics
+	engine  *engine.Engine
+	window  engine.Window
+	lockPos lockPosition
+}
+
+// rooted prefixes an absolute host path with --root (tests, the guest).
+func rooted(root, p string) string {
+	if root == "" || root == "/" || p == "" {
+		return p
+	}
+	return filepath.Join(root, p)
+}
+
+// wire builds the agent from cfg. It talks to nothing yet: etcd may come up
+// after the agent, and every port retries on its own.
+func wire(cfg *config.Config, root string, log *slog.Logger, status func(string), beat func()) (*agent, error) {
+	a := &agent{cfg: cfg, root: root, log: log, stateDir: rooted(root, cfg.Agent.StateDir)}
+	a.node = cfg.Agent.NodeName
+	if a.node == "" || a.node == "auto" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("finding the node name (agent.node_name = auto): %w", err)
+		}
+		a.node = h
+	}
+	a.log = log.With("node", a.node, "group", cfg.Lock.Group)
+	a.metrics = metrics.New(version)
+
+	client := &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: a.log, Interrupt: syscall.SIGINT}}
+	a.os = adapters.OS{Client: client}
+	a.stager = newStager(cfg, root, a.stateDir, client, a.metrics, &a.staging, a.log)
+
+	if cfg.Lock.Enabled {
+		if err := a.wireEtcd(); err != nil {
+			return nil, err
+		}
+	}
+
+	a.window = engine.Always{}
+	if cfg.Reboot.Strategy == config.StrategyPeriodic {
+		ws, err := cfg.Reboot.ParseWindows()
+		if err != nil {
+			return nil, configError{fmt.Errorf("reboot.windows: %w", err)}
+		}
+		a.window = ws
+	}
+
+	var hooks engine.HookRunner
+	hooks.Log = a.log
+	for i, h := range cfg.Reboot.Hooks {
+		hooks.Hooks = append(hooks.Hooks, engine.Hook{
+			Name:    fmt.Sprintf("%d:%s", i+1, filepath.Base(h.Argv[0])),
+			Argv:    h.Argv,
+			Timeout: h.Timeout.D(),
+		})
+	}
+
+	o := engine.Options{
+		OS:      a.os,
+		Stager:  a.stager,
+		Hooks:   hooks,
+		Store:   state.Store{Dir: a.stateDir},
+		BootID:  func() (string, error) { return readBootID(root) },
+		Policy:  a.policy(),
+		Log:     a.log,
+		Metrics: a.metrics,
+		Status:  status,
+		Beat:    beat,
+	}
+	if a.lock != nil {
+		o.Lock = a.lock
+		o.Cluster = a.cluster
+	}
+	a.engine = engine.New(o)
+	return a, nil
+}
+
+func (a *agent) policy() engine.Policy {
+	c := a.cfg
+	return engine.Policy{
+		Disabled:        !c.Updates.Enabled,
+		CheckInterval:   c.Agent.CheckInterval.D(),
+		CheckJitter:     c.Agent.CheckJitter.D(),
+		Retry:           engine.Backoff{Base: retryBase, Max: retryMax, Jitter: retryJitter},
+		MaxFailures:     c.Updates.MaxAttempts,
+		Window:          a.window,
+		LeaderAware:     c.Leader.FollowersFirst,
+		MoveLeader:      c.Leader.MoveLeader,
+		RequireSafe:     c.Leader.RequireQuorum,
+		RecheckInterval: recheckInterval,
+		RebootTimeout:   rebootTimeout,
+	}
+}
+
+// wireEtcd builds the etcd client, the member checks and the lock.
+func (a *agent) wireEtcd() error {
+	c := a.cfg
+	eo := etcdclient.Options{
+		Endpoints: c.Etcd.Endpoints,
+		CAFile:    rooted(a.root, c.Etcd.CAFile), CertFile: rooted(a.root, c.Etcd.CertFile), KeyFile: rooted(a.root, c.Etcd.KeyFile),
+		Username: c.Etcd.Username, PasswordFile: rooted(a.root, c.Etcd.PasswordFile),
+		DialTimeout: c.Etcd.DialTimeout.D(),
+	}
+	cli, err := etcdclient.New(eo)
+	if err != nil {
+		return fmt.Errorf("setting up the etcd client: %w", err)
+	}
+	a.etcd = cli
+	member := etcdmember.New(cli, etcdmember.Options{LocalName: c.Etcd.Member, Log: a.log})
+	a.lock = &adapters.Lock{
+		Node:       a.node,
+		OnPosition: a.lockPos.set,
+		Make: func(ctx context.Context) (*lock.Lock, error) {
+			m, found, err := member.Local(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("finding the local etcd member: %w", err)
+			}
+			name := ""
+			if found {
+				name = m.Name
+			}
+			boot, err := readBootID(a.root)
+			if err != nil {
+				return nil, err
+			}
+			return lock.New(cli, lock.Options{
+				Prefix: c.Lock.KeyPrefix, Group: c.Lock.Group, Slots: c.Lock.Slots,
+				TTL: c.Lock.RebootLeaseTTL.D(), Node: a.node, BootID: boot, Member: name,
+				StateDir: a.stateDir, Log: a.log,
+			})
+		},
+	}
+	a.cluster = &adapters.Cluster{
+		C: member,
+		Policy: etcdmember.Policy{FollowersFirst: c.Leader.FollowersFirst, MoveLeader: c.Leader.MoveLeader,
+			RequireQuorum: c.Leader.RequireQuorum, MaxLag: member.MaxLag()},
+		Lock: a.lock,
+	}
+	return nil
+}
+
+// close lets go of what outlives the engine: the lock keeps its slot for the
+// next process (Close does not release), the client closes.
+func (a *agent) close() {
+	if a.lock != nil {
+		a.lock.Close()
+	}
+	if a.etcd != nil {
+		a.etcd.Close()
+	}
+}
+
+// readBootID reads the boot ID under --root when a test tree provides one,
+// else the host's.
+func readBootID(root string) (string, error) {
+	if p := rooted(root, state.BootIDPath); p != state.BootIDPath {
+		if id, err := state.ReadBootID(p); err == nil {
+			return id, nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+	}
+	return state.ReadBootID(state.BootIDPath)
+}
+
+// firstStatus waits for rpm-ostree to answer once: READY means the agent
+// can see the host. rpm-ostreed may still be starting at boot.
+func (a *agent) firstStatus(ctx context.Context, timeout time.Duration) (engine.OSStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		st, err := a.os.Status(ctx)
+		if err == nil {
+			return st, nil
+		}
+		a.log.Warn("rpm-ostree status failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return st, fmt.Errorf("reading rpm-ostree status: %w", err)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// describe is the STATUS= line for a booted and staged deployment.
+func describe(st engine.OSStatus) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "booted %s", short(st.Booted.Checksum))
+	if st.Staged != nil {
+		fmt.Fprintf(&b, ", staged %s", short(st.Staged.Checksum))
+	}
+	return b.String()
+}
+
+func short(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
+}
