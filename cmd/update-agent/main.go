@@ -54,7 +54,6 @@ func commands() []command {
 		{"check-config", "print the merged configuration and where each value came from", runCheckConfig},
 		{"status", "show what the daemon does and waits for (--json)", runStatus},
 		{"update-now", "ask the daemon to check for an update and stage it now", runUpdateNow},
-		{"stage-once", "stage one update now under the staging policy and latency guard; no reboot", runStageOnce},
 		{"version", "print the version", runVersion},
 	}
 }
