@@ -144,8 +144,14 @@ func (c *cli) status(args []string) error {
 		return err
 	}
 	if p.has("json") {
+		raw := ev.Status
+		if p.has("booted") {
+			if raw, err = onlyBootedJSON(raw); err != nil {
+				return err
+			}
+		}
 		var b bytes.Buffer
-		if err := json.Indent(&b, ev.Status, "", "  "); err != nil {
+		if err := json.Indent(&b, raw, "", "  "); err != nil {
 			return err
 		}
 		fmt.Fprintf(c.stdout, "%s\n", b.Bytes())
@@ -157,6 +163,30 @@ func (c *cli) status(args []string) error {
 	}
 	fmt.Fprint(c.stdout, out)
 	return nil
+}
+
+// onlyBootedJSON keeps only the booted deployment, as `status --json -b`.
+func onlyBootedJSON(raw []byte) ([]byte, error) {
+	var st map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return nil, err
+	}
+	var deps []map[string]any
+	if err := json.Unmarshal(st["deployments"], &deps); err != nil {
+		return nil, err
+	}
+	kept := []map[string]any{}
+	for _, d := range deps {
+		if b, _ := d["booted"].(bool); b {
+			kept = append(kept, d)
+		}
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return nil, err
+	}
+	st["deployments"] = b
+	return json.Marshal(st)
 }
 
 // driverCheck is error_if_driver_registered: refuse when another systemd
