@@ -17,11 +17,24 @@ type Point struct {
 	Lat time.Duration
 }
 
+// Series is one set of points drawn in one color, named in the legend.
+type Series struct {
+	Label  string
+	Color  color.RGBA
+	Points []Point
+}
+
+// Colors for series.
+var (
+	Blue   = color.RGBA{31, 90, 180, 255}
+	Orange = color.RGBA{230, 120, 0, 255}
+)
+
 // Panel is one scenario's timeline: latency points on a log scale, the
 // staging window shaded.
 type Panel struct {
 	Title                string
-	Points               []Point
+	Series               []Series
 	StageStart, StageEnd time.Duration // shaded; both 0: nothing staged
 	Span                 time.Duration // x axis length; 0: up to the last point
 	ThresholdLine        time.Duration // dashed line (e.g. 100 ms target); 0: none
@@ -41,7 +54,6 @@ var (
 	black  = color.RGBA{0, 0, 0, 255}
 	grid   = color.RGBA{220, 220, 220, 255}
 	shade  = color.RGBA{255, 228, 181, 255}
-	dot    = color.RGBA{31, 90, 180, 255}
 	target = color.RGBA{200, 30, 30, 255}
 )
 
@@ -77,8 +89,10 @@ func yPos(top int, lat time.Duration) int {
 
 func drawPanel(img *image.RGBA, top int, p Panel) {
 	span := p.Span
-	for _, pt := range p.Points {
-		span = max(span, pt.At)
+	for _, sr := range p.Series {
+		for _, pt := range sr.Points {
+			span = max(span, pt.At)
+		}
 	}
 	span = max(span, p.StageEnd, time.Second)
 	plotW := panelW - marginL - marginR
@@ -122,14 +136,24 @@ func drawPanel(img *image.RGBA, top int, p Panel) {
 	for y := top + marginT; y <= bottom; y++ {
 		img.Set(marginL, y, black)
 	}
-	for _, pt := range p.Points {
-		x, y := xPos(pt.At), yPos(top, pt.Lat)
-		img.Set(x, y, dot)
-		img.Set(x+1, y, dot)
-		img.Set(x, y+1, dot)
-		img.Set(x+1, y+1, dot)
+	for _, sr := range p.Series {
+		for _, pt := range sr.Points {
+			x, y := xPos(pt.At), yPos(top, pt.Lat)
+			img.Set(x, y, sr.Color)
+			img.Set(x+1, y, sr.Color)
+			img.Set(x, y+1, sr.Color)
+			img.Set(x+1, y+1, sr.Color)
+		}
 	}
 	drawText(img, marginL, top+8, p.Title, black)
+	// Legend, right-aligned on the title line.
+	x := panelW - marginR
+	for i := len(p.Series) - 1; i >= 0; i-- {
+		sr := p.Series[i]
+		x -= textWidth(sr.Label)
+		drawText(img, x, top+8, sr.Label, sr.Color)
+		x -= 3 * glyphW
+	}
 }
 
 // niceStep rounds a raw step up to 1, 2 or 5 times a power of ten.

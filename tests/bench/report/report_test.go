@@ -103,8 +103,8 @@ func TestWritePNG(t *testing.T) {
 	}
 	var b bytes.Buffer
 	err := WritePNG(&b, []Panel{
-		{Title: "b-naive 500iops", Points: pts, StageStart: 20 * time.Second, StageEnd: 40 * time.Second, ThresholdLine: 100 * ms},
-		{Title: "a-alone", Points: pts[:100]},
+		{Title: "b-naive 500iops", Series: []Series{{"fio", Blue, pts}, {"etcd", Orange, pts[:1]}}, StageStart: 20 * time.Second, StageEnd: 40 * time.Second, ThresholdLine: 100 * ms},
+		{Title: "a-alone", Series: []Series{{"fio", Blue, pts[:100]}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestWritePNG(t *testing.T) {
 	}
 	// The stall is drawn at 300 ms, inside the window.
 	x = marginL + (panelW-marginL-marginR)*30/60
-	if c := img.At(x, yPos(0, 300*ms)); c != dot {
+	if c := img.At(x, yPos(0, 300*ms)); c != Blue {
 		t.Errorf("no dot at the stall: %v", c)
 	}
 	if err := WritePNG(&b, nil); err == nil {

@@ -37,6 +37,9 @@ type Row struct {
 	// MaxIsBound says Max is a histogram bucket bound (etcd's metrics), not
 	// the observed maximum.
 	MaxIsBound bool
+	// MaxOver says the largest observation was above every finite bucket:
+	// Max is then the largest finite bound, a lower bound.
+	MaxOver bool
 }
 
 // Ratios are a row's figures divided by its baseline rows'. NaN where the
@@ -96,7 +99,10 @@ func (t Table) fields(r Row) []string {
 		stage = strconv.FormatFloat(r.Staging.Seconds(), 'f', 1, 64)
 	}
 	max := fmtMS(r.Max)
-	if r.MaxIsBound {
+	switch {
+	case r.MaxOver:
+		max = ">" + max
+	case r.MaxIsBound:
 		max = "<=" + max
 	}
 	return []string{r.Disk, r.Load, r.Scenario, stage, strconv.FormatInt(r.N, 10),

@@ -1,0 +1,375 @@
+package latency
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Guest is what the benchmark needs of the test guest (*guest.Guest).
+type Guest interface {
+	Run(ctx context.Context, cmd string) (stdout, stderr string, code int, err error)
+	CopyIn(ctx context.Context, local, remote string) error
+	SetThrottle(ctx context.Context, iops, bps int64) error
+}
+
+// Paths in the guest.
+const (
+	DataDir    = "/var/lib/data"   // the throttled data disk (first partition)
+	EtcdFSDir  = "/var/lib/etcdfs" // second partition: etcd on its own filesystem
+	SysrootDir = "/var/lib/rpm-ostree-standin"
+	UpdateRepo = "/srv/updates" // root disk: the update server, not throttled
+	ResultDir  = "/var/tmp/bench"
+	binDir     = "/usr/local/lib/ua-bench"
+	dataDev    = "/dev/vdb"
+	etcdEnv    = "/etc/bench-etcd.env"
+	stagedFile = "/run/rpm-ostree-standin/staged-deployment.json"
+)
+
+// sh runs cmd in the guest and fails unless it exits 0.
+func sh(ctx context.Context, g Guest, cmd string) (string, error) {
+	out, errOut, code, err := g.Run(ctx, cmd)
+	if err != nil {
+		return out, err
+	}
+	if code != 0 {
+		return out, fmt.Errorf("guest: %q exited %d: %s", cmd, code, strings.TrimSpace(errOut))
+	}
+	return out, nil
+}
+
+func q(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// writeFile writes content to path in the guest.
+func writeFile(ctx context.Context, g Guest, path, content string) error {
+	_, err := sh(ctx, g, fmt.Sprintf("mkdir -p %s && printf '%%s' %s > %s", q(filepath.Dir(path)), q(content), q(path)))
+	return err
+}
+
+// Install copies the binaries and units into the guest and starts the
+// stand-in's shutdown unit. repo is the module root on the host.
+func Install(ctx context.Context, g Guest, bins Binaries, repo string) error {
+	if _, err := sh(ctx, g, "rm -rf "+binDir+" && mkdir -p "+binDir); err != nil {
+		return err
+	}
+	for _, n := range []string{"rpm-ostree", "mkupdate", "putload", "update-agent", "etcd"} {
+		if err := g.CopyIn(ctx, bins.Path(n), binDir+"/"+n); err != nil {
+			return fmt.Errorf("copying %s into the guest: %w", n, err)
+		}
+	}
+	for _, f := range []struct{ local, remote string }{
+		{"tests/rpmostree/units/rpm-ostreed.service", "/etc/systemd/system/rpm-ostreed.service"},
+		{"tests/rpmostree/units/ostree-finalize-staged.service", "/etc/systemd/system/ostree-finalize-staged.service"},
+		{"tests/rpmostree/units/rpm-ostree-standin.tmpfiles.conf", "/etc/tmpfiles.d/rpm-ostree-standin.conf"},
+		{"units/update-agent.service", "/etc/systemd/system/update-agent.service"},
+		{"packaging/config.d/00-defaults.toml", "/usr/lib/update-agent/config.d/00-defaults.toml"},
+	} {
+		if _, err := sh(ctx, g, "mkdir -p "+q(filepath.Dir(f.remote))); err != nil {
+			return err
+		}
+		if err := g.CopyIn(ctx, filepath.Join(repo, f.local), f.remote); err != nil {
+			return fmt.Errorf("copying %s into the guest: %w", f.local, err)
+		}
+	}
+	etcdUnit := `[Unit]
+Description=etcd member (update-agent benchmark)
+[Service]
+Type=notify
+EnvironmentFile=` + etcdEnv + `
+ExecStart=/usr/local/bin/etcd
+Restart=no
+TimeoutStartSec=3min
+`
+	if err := writeFile(ctx, g, "/etc/systemd/system/bench-etcd.service", etcdUnit); err != nil {
+		return err
+	}
+	_, err := sh(ctx, g, strings.Join([]string{
+		"install -m 0755 " + binDir + "/rpm-ostree /usr/bin/rpm-ostree",
+		"install -m 0755 " + binDir + "/update-agent /usr/bin/update-agent",
+		"install -m 0755 " + binDir + "/mkupdate " + binDir + "/putload " + binDir + "/etcd /usr/local/bin/",
+		"mkdir -p /etc/update-agent/config.d",
+		"systemd-tmpfiles --create /etc/tmpfiles.d/rpm-ostree-standin.conf",
+		"modprobe bfq",
+		"systemctl daemon-reload",
+		"systemctl start ostree-finalize-staged.service",
+	}, " && "))
+	return err
+}
+
+// MBR returns a DOS partition table for a disk of sectors 512-byte sectors:
+// the first partition takes all but etcdGiB GiB, the second the rest.
+func MBR(sectors uint64, etcdGiB uint64) ([]byte, error) {
+	const start = 2048
+	second := etcdGiB << 30 >> 9
+	if sectors < start+second+start {
+		return nil, fmt.Errorf("disk of %d sectors too small for a %d GiB second partition", sectors, etcdGiB)
+	}
+	firstLen := (sectors-second-start)/2048*2048 - start
+	b := make([]byte, 512)
+	entry := func(i int, lba, n uint64) {
+		e := b[446+16*i:]
+		copy(e[1:4], []byte{0xfe, 0xff, 0xff}) // CHS unused: LBA only
+		e[4] = 0x83                            // Linux
+		copy(e[5:8], []byte{0xfe, 0xff, 0xff})
+		binary.LittleEndian.PutUint32(e[8:], uint32(lba))
+		binary.LittleEndian.PutUint32(e[12:], uint32(n))
+	}
+	entry(0, start, firstLen)
+	entry(1, start+firstLen, sectors-start-firstLen)
+	b[510], b[511] = 0x55, 0xaa
+	return b, nil
+}
+
+// PrepareDisk splits the data disk into the sysroot's filesystem (at
+// DataDir) and etcd's own (at EtcdFSDir), both XFS, so a scenario can put
+// etcd beside the sysroot or on its own filesystem of the same disk.
+func PrepareDisk(ctx context.Context, g Guest) error {
+	out, err := sh(ctx, g, "systemctl stop bench-etcd rpm-ostreed update-agent 2>/dev/null; umount "+SysrootDir+" 2>/dev/null; umount "+DataDir+" 2>/dev/null; umount "+EtcdFSDir+" 2>/dev/null; blockdev --getsz "+dataDev)
+	if err != nil {
+		return err
+	}
+	sectors, err := strconv.ParseUint(strings.TrimSpace(lastLine(out)), 10, 64)
+	if err != nil {
+		return fmt.Errorf("size of %s: %q: %w", dataDev, out, err)
+	}
+	mbr, err := MBR(sectors, 2)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp("", "mbr-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(mbr); err != nil {
+		return err
+	}
+	tmp.Close()
+	if err := g.CopyIn(ctx, tmp.Name(), "/var/tmp/mbr.bin"); err != nil {
+		return err
+	}
+	_, err = sh(ctx, g, strings.Join([]string{
+		"wipefs -a -q " + dataDev,
+		"dd if=/var/tmp/mbr.bin of=" + dataDev + " bs=512 count=1 conv=fsync status=none",
+		"blockdev --rereadpt " + dataDev,
+		"udevadm settle",
+		"mkfs.xfs -q -f " + dataDev + "1",
+		"mkfs.xfs -q -f " + dataDev + "2",
+		"mkdir -p " + DataDir + " " + EtcdFSDir,
+		"mount " + dataDev + "1 " + DataDir,
+		"mount " + dataDev + "2 " + EtcdFSDir,
+	}, " && "))
+	return err
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// MakeUpdates makes the small base commit and the big update in the update
+// repo and returns their checksums.
+func MakeUpdates(ctx context.Context, g Guest, size string, files int) (base, update string, err error) {
+	if _, err := sh(ctx, g, "rm -rf "+UpdateRepo+" /var/tmp/mkupdate-*"); err != nil {
+		return "", "", err
+	}
+	// bare-user: pulling it costs no decompression, so a TCG guest's scarce
+	// CPU goes to the writing under test.
+	mk := "mkupdate -repo " + UpdateRepo + " -mode bare-user"
+	out, err := sh(ctx, g, mk+" -ref os/base -size 16MiB -files 200 -seed 7 -generation 1")
+	if err != nil {
+		return "", "", err
+	}
+	base = strings.TrimSpace(lastLine(out))
+	out, err = sh(ctx, g, fmt.Sprintf("%s -ref os/update -size %s -files %d -seed 8 -generation 1", mk, size, files))
+	if err != nil {
+		return "", "", err
+	}
+	return base, strings.TrimSpace(lastLine(out)), nil
+}
+
+// EtcdMode says where the etcd member keeps its data.
+func etcdEnvFor(split bool) string {
+	dir := DataDir + "/etcd"
+	if split {
+		dir = EtcdFSDir + "/etcd"
+	}
+	return strings.Join([]string{
+		"ETCD_NAME=bench",
+		"ETCD_DATA_DIR=" + dir,
+		"ETCD_LISTEN_CLIENT_URLS=http://127.0.0.1:2379",
+		"ETCD_ADVERTISE_CLIENT_URLS=http://127.0.0.1:2379",
+		"ETCD_LISTEN_PEER_URLS=http://127.0.0.1:2380",
+		"ETCD_INITIAL_ADVERTISE_PEER_URLS=http://127.0.0.1:2380",
+		"ETCD_INITIAL_CLUSTER=bench=http://127.0.0.1:2380",
+		"ETCD_LISTEN_METRICS_URLS=http://127.0.0.1:2381",
+		"ETCD_LOG_LEVEL=warn",
+		"",
+	}, "\n")
+}
+
+// StartEtcd (re)starts the member with a fresh data directory beside the
+// sysroot or on its own filesystem.
+func StartEtcd(ctx context.Context, g Guest, split bool) error {
+	if err := writeFile(ctx, g, etcdEnv, etcdEnvFor(split)); err != nil {
+		return err
+	}
+	_, err := sh(ctx, g, "systemctl stop bench-etcd; rm -rf "+DataDir+"/etcd "+EtcdFSDir+"/etcd && systemctl start bench-etcd")
+	return err
+}
+
+// Reset brings the sysroot back to "base booted, nothing staged", with no
+// policy left on the daemon or the disk, and the update published: every
+// scenario stages the same update from the same state.
+func Reset(ctx context.Context, g Guest, base, update string) error {
+	_, err := sh(ctx, g, strings.Join([]string{
+		"systemctl stop update-agent rpm-ostreed 2>/dev/null; systemctl reset-failed update-agent rpm-ostreed 2>/dev/null; true",
+		"(umount " + SysrootDir + " 2>/dev/null; true)",
+		"rm -rf " + DataDir + "/sysroot /run/rpm-ostree-standin/* /var/lib/update-agent /etc/update-agent/config.d/* /run/systemd/system/rpm-ostreed.service.d",
+		"mkdir -p " + DataDir + "/sysroot " + SysrootDir,
+		"mount --bind " + DataDir + "/sysroot " + SysrootDir,
+		"echo " + base + " > " + UpdateRepo + "/refs/heads/os/stable",
+		"rpm-ostree standin-init --osname=fedora-coreos --remote=fedora --url=file://" + UpdateRepo + " os/stable >/dev/null",
+		"echo " + update + " > " + UpdateRepo + "/refs/heads/os/stable",
+		"echo none > /sys/block/vdb/queue/scheduler",
+		"systemctl daemon-reload",
+		"systemctl start rpm-ostreed",
+		"sync", "echo 3 > /proc/sys/vm/drop_caches",
+	}, " && "))
+	return err
+}
+
+// recipe2020 is OpenShift's 2020 mitigation: bfq on the disk, the daemon at
+// Nice=10 and best-effort priority 6, per-object fsync in the host repo.
+func recipe2020(ctx context.Context, g Guest) error {
+	dropIn := "[Service]\nNice=10\nIOSchedulingClass=best-effort\nIOSchedulingPriority=6\n"
+	if err := writeFile(ctx, g, "/run/systemd/system/rpm-ostreed.service.d/50-recipe2020.conf", dropIn); err != nil {
+		return err
+	}
+	_, err := sh(ctx, g, strings.Join([]string{
+		"echo bfq > /sys/block/vdb/queue/scheduler",
+		"ostree config --repo=" + SysrootDir + "/ostree/repo set core.per-object-fsync true",
+		"systemctl daemon-reload",
+		"systemctl restart rpm-ostreed",
+	}, " && "))
+	return err
+}
+
+// Window is when staging ran, in the guest's clock (Unix ns).
+type Window struct{ Start, End int64 }
+
+// Duration of the window.
+func (w Window) Duration() time.Duration { return time.Duration(w.End - w.Start) }
+
+func parseWindow(out string) (Window, error) {
+	f := strings.Fields(lastLine(out))
+	if len(f) < 2 {
+		return Window{}, fmt.Errorf("staging window: %q", out)
+	}
+	a, err1 := strconv.ParseInt(f[0], 10, 64)
+	b, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return Window{}, fmt.Errorf("staging window: %q", out)
+	}
+	return Window{a, b}, nil
+}
+
+// Stage stages the update as scenario s says and returns the window.
+func Stage(ctx context.Context, g Guest, s Scenario) (Window, error) {
+	switch s.Stager {
+	case Naive, Recipe2020:
+		if s.Stager == Recipe2020 {
+			if err := recipe2020(ctx, g); err != nil {
+				return Window{}, err
+			}
+		}
+		out, err := sh(ctx, g, `t0=$(date +%s%N); rpm-ostree upgrade >/var/tmp/bench-upgrade.log 2>&1 || { cat /var/tmp/bench-upgrade.log >&2; exit 1; }; echo $t0 $(date +%s%N)`)
+		if err != nil {
+			return Window{}, fmt.Errorf("staging (%s): %w", s.Stager, err)
+		}
+		return parseWindow(out)
+	case Agent:
+		if err := writeFile(ctx, g, "/etc/update-agent/config.d/50-bench.toml", agentBase); err != nil {
+			return Window{}, err
+		}
+		if s.AgentConfig != "" {
+			if err := writeFile(ctx, g, "/etc/update-agent/config.d/60-scenario.toml", s.AgentConfig); err != nil {
+				return Window{}, err
+			}
+		}
+		// Started by systemd as in production; staged when the stand-in
+		// records the staged deployment. Polling a file costs nothing.
+		out, err := sh(ctx, g, `t0=$(date +%s%N); systemctl start update-agent || exit 1
+for i in $(seq 1 14400); do
+  [ -e `+stagedFile+` ] && { echo $t0 $(date +%s%N); exit 0; }
+  systemctl -q is-active update-agent || { journalctl -u update-agent -n 30 --no-pager >&2; exit 1; }
+  sleep 0.5
+done; exit 1`)
+		if err != nil {
+			return Window{}, fmt.Errorf("staging (update-agent): %w", err)
+		}
+		w, err := parseWindow(out)
+		if err != nil {
+			return Window{}, err
+		}
+		// Stopping the agent undoes its policy (scheduler, drop-in).
+		if _, err := sh(ctx, g, "systemctl stop update-agent"); err != nil {
+			return Window{}, err
+		}
+		return w, nil
+	}
+	return Window{}, fmt.Errorf("scenario %s stages nothing", s.ID)
+}
+
+// Loads are the etcd-like fio job and the put load on the etcd member,
+// running as units so a scenario's policy can tell them from the stager.
+type Loads struct {
+	Dir     string // result directory in the guest
+	StartNS int64  // guest clock when the loads started
+}
+
+// StartLoads starts both loads; results go to dir.
+func StartLoads(ctx context.Context, g Guest, dir string, job []string, putRate int) (Loads, error) {
+	fio := "fio " + strings.Join(quoteAll(job), " ") + " --output=" + q(dir+"/fio.json")
+	out, err := sh(ctx, g, strings.Join([]string{
+		"rm -rf " + q(dir) + " && mkdir -p " + q(dir),
+		"rm -rf " + DataDir + "/fio " + EtcdFSDir + "/fio && mkdir -p " + DataDir + "/fio " + EtcdFSDir + "/fio",
+		"echo $(date +%s%N)",
+		"systemd-run -q --unit=bench-fio --collect -p KillSignal=SIGINT -- " + fio,
+		fmt.Sprintf("systemd-run -q --unit=bench-put --collect -- /usr/local/bin/putload -rate %d -out %s", putRate, q(dir+"/etcd")),
+	}, " && "))
+	if err != nil {
+		return Loads{}, err
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(strings.Split(strings.TrimSpace(out), "\n")[0]), 10, 64)
+	if err != nil {
+		return Loads{}, fmt.Errorf("load start time: %q", out)
+	}
+	return Loads{Dir: dir, StartNS: ns}, nil
+}
+
+// StopLoads stops both loads (fio writes its report on SIGINT, putload its
+// last scrape on SIGTERM) and waits until they are gone.
+func StopLoads(ctx context.Context, g Guest) error {
+	_, err := sh(ctx, g, `systemctl stop bench-fio bench-put; for i in $(seq 1 120); do systemctl -q is-active bench-fio bench-put || exit 0; sleep 0.5; done; exit 1`)
+	return err
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = q(s)
+	}
+	return out
+}
+
+// Fetch copies a file out of the guest by printing it.
+func Fetch(ctx context.Context, g Guest, path string) ([]byte, error) {
+	out, err := sh(ctx, g, "cat "+q(path))
+	return []byte(out), err
+}

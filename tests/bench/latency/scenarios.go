@@ -1,0 +1,154 @@
+// Package latency is the staging-vs-etcd-latency benchmark: in the qemu test
+// guest, on a data disk throttled by qemu like a cloud disk, it measures an
+// etcd-like WAL load (fio at a fixed rate, and a real etcd member under a
+// fixed put rate) while a 1.2 GiB update is staged in different ways, side
+// by side in one run. The run itself is a test under the "bench" build tag
+// (make bench); this file holds the plan, which is plain data.
+package latency
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/update-agent/update-agent/tests/bench/report"
+)
+
+// Disk is one throttle setting of the data disk.
+type Disk struct {
+	Name string
+	IOPS int64
+	BPS  int64
+	// FioRate is the etcd-like job's fixed rate: about a third of what the
+	// disk sustains for 2300-byte write+fdatasync pairs (each costs about
+	// two I/Os on XFS: data and log).
+	FioRate int
+}
+
+// Disks are the settings of the issue: a mid-size and a small cloud disk.
+var Disks = []Disk{
+	{Name: "3000iops-125MBs", IOPS: 3000, BPS: 125_000_000, FioRate: 500},
+	{Name: "500iops-20MBs", IOPS: 500, BPS: 20_000_000, FioRate: 80},
+}
+
+// Stager says who stages the update in a scenario.
+type Stager int
+
+const (
+	NoStaging  Stager = iota
+	Naive             // plain `rpm-ostree upgrade`, default scheduler, no policy
+	Recipe2020        // OpenShift's 2020 recipe: bfq, rpm-ostreed Nice=10, best-effort 6, per-object fsync
+	Agent             // update-agent's daemon with its defaults plus AgentConfig
+)
+
+func (s Stager) String() string {
+	return [...]string{"none", "naive", "openshift-2020", "update-agent"}[s]
+}
+
+// Scenario is one measured run.
+type Scenario struct {
+	ID     string // report.Scenario* for the three the ratios refer to
+	Stager Stager
+	// AgentConfig is a TOML fragment put over the defaults (Agent only).
+	AgentConfig string
+	// FioUnlimited runs the etcd-like job flat out, as etcd's docs do,
+	// instead of at the disk's FioRate.
+	FioUnlimited bool
+	// SplitFS puts etcd and the fio job on a filesystem of their own (a
+	// second partition of the same disk) instead of next to the sysroot.
+	SplitFS bool
+}
+
+// Load names the fio load of s on d, as the table's "load" column.
+func (s Scenario) Load(d Disk) string {
+	l := fmt.Sprintf("fio-%d/s", d.FioRate)
+	if s.FioUnlimited {
+		l = "fio-unlimited"
+	}
+	if s.SplitFS {
+		l += "-splitfs"
+	}
+	return l
+}
+
+// The update-agent configuration every Agent scenario starts from: the
+// shipped defaults, with what the guest needs (no lock: the guest is a
+// one-node cluster that must not reboot; the disk behind the sysroot; the
+// etcd member's unit and metrics).
+const agentBase = `
+[agent]
+check_interval = "10m"
+check_jitter = "0s"
+[staging]
+paths = ["/var/lib/rpm-ostree-standin", "/var/lib/data", "/var/lib/etcdfs"]
+[lock]
+enabled = false
+[reboot]
+strategy = "periodic"
+windows = []
+[etcd]
+local_unit = "bench-etcd.service"
+[guard]
+metrics_url = "http://127.0.0.1:2381/metrics"
+`
+
+// Knobs are the sweep: update-agent's defaults with one setting changed.
+var Knobs = []struct{ ID, Config string }{
+	{"k-ioclass-besteffort", "[staging]\nio_scheduling_class = \"best-effort\"\n"},
+	{"k-cpuweight-100", "[staging]\ncpu_weight = \"100\"\n"},
+	{"k-memoryhigh-infinity", "[staging]\nmemory_high = \"infinity\"\n"},
+	{"k-bwmax-quarter", "[staging]\nio_write_bandwidth_max = \"5M\"\n"},
+	{"k-objfsync", "[staging]\nper_object_fsync = true\n"},
+	{"k-nrrequests-16", "[staging]\nnr_requests = 16\n"},
+	{"k-etcd-iolatency-10ms", "[staging]\netcd_io_latency_target = \"10ms\"\n"},
+	{"k-guard-maxfreeze-5s", "[guard]\nmax_freeze = \"5s\"\nmin_run_share = 0.1\n"},
+}
+
+// Plan is what one run measures, in order, per disk.
+type Plan struct {
+	UpdateSize string // mkupdate -size
+	UpdateFile int    // mkupdate -files
+	AloneFor   time.Duration
+	Disks      []Disk
+	Scenarios  map[string][]Scenario // by disk name
+}
+
+// MakePlan returns the full plan, or the quick one (smaller update, the
+// small disk only, a, b, d and e) for iteration.
+func MakePlan(quick bool) Plan {
+	core := func() []Scenario {
+		return []Scenario{
+			{ID: report.ScenarioAlone, Stager: NoStaging},
+			{ID: report.ScenarioNaive, Stager: Naive},
+			{ID: "c-openshift2020", Stager: Recipe2020},
+			{ID: report.ScenarioAgent, Stager: Agent},
+			{ID: "e-agent-noguard", Stager: Agent, AgentConfig: "[guard]\nenabled = false\n"},
+		}
+	}
+	if quick {
+		small := Disks[1]
+		sc := core()
+		return Plan{UpdateSize: "300MiB", UpdateFile: 3000, AloneFor: 30 * time.Second, Disks: []Disk{small},
+			Scenarios: map[string][]Scenario{small.Name: {sc[0], sc[1], sc[3], sc[4]}}}
+	}
+	p := Plan{UpdateSize: "1200MiB", UpdateFile: 11500, AloneFor: 60 * time.Second, Disks: Disks,
+		Scenarios: map[string][]Scenario{}}
+	p.Scenarios[Disks[0].Name] = core()
+	small := core()
+	for _, k := range Knobs {
+		small = append(small, Scenario{ID: k.ID, Stager: Agent, AgentConfig: k.Config})
+	}
+	for _, s := range []Scenario{
+		{ID: report.ScenarioAlone, Stager: NoStaging},
+		{ID: report.ScenarioNaive, Stager: Naive},
+		{ID: report.ScenarioAgent, Stager: Agent},
+	} {
+		u := s
+		u.FioUnlimited = true
+		small = append(small, u)
+		sp := s
+		sp.SplitFS = true
+		small = append(small, sp)
+	}
+	p.Scenarios[Disks[1].Name] = small
+	return p
+}
