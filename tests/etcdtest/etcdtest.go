@@ -51,9 +51,8 @@ type Member struct {
 	ClientURL string
 	PeerURL   string
 
-	mu     sync.Mutex
-	etcd   *embed.Etcd   // nil while stopped
-	closed chan struct{} // closed when the last stopped instance let go of its ports
+	mu   sync.Mutex
+	etcd *embed.Etcd // nil while stopped
 }
 
 // Cluster is a running embedded cluster.
@@ -171,9 +170,10 @@ func (c *Cluster) WaitReady(i int, timeout time.Duration) error {
 }
 
 // Stop stops member i gracefully (a graceful stop of the leader hands
-// leadership over by itself, as etcd does on SIGTERM). The member is down when
-// Stop returns; its listeners finish closing in the background (embed's peer
-// listener lingers about a second) and Restart waits for them.
+// leadership over by itself, as etcd does on SIGTERM). The member is down and
+// its ports are free when Stop returns; embed's own Close, which waits for
+// open client streams up to its request timeout (over 5 s), finishes in the
+// background.
 func (c *Cluster) Stop(i int) { c.stop(i, false) }
 
 // Kill stops member i without handing leadership over, like a power cut.
@@ -184,14 +184,6 @@ func (c *Cluster) stop(i int, hard bool) {
 	m.mu.Lock()
 	e := m.etcd
 	m.etcd = nil
-	if e != nil {
-		closed := make(chan struct{})
-		m.closed = closed
-		go func() {
-			defer close(closed)
-			e.Close()
-		}()
-	}
 	m.mu.Unlock()
 	if e == nil {
 		return
@@ -201,22 +193,20 @@ func (c *Cluster) stop(i int, hard bool) {
 	} else {
 		e.Server.Stop()
 	}
-}
-
-// waitClosed waits until a stopped member released its ports.
-func (m *Member) waitClosed() {
-	m.mu.Lock()
-	closed := m.closed
-	m.mu.Unlock()
-	if closed != nil {
-		<-closed
+	// The raft node and its storage are closed now; free the ports so that
+	// Restart need not wait for the lingering streams.
+	for _, l := range e.Clients {
+		l.Close()
 	}
+	for _, p := range e.Peers {
+		p.Listener.Close()
+	}
+	go e.Close()
 }
 
 // Restart starts a stopped member i again from its data directory and waits
 // until it serves.
 func (c *Cluster) Restart(i int) error {
-	c.Members[i].waitClosed()
 	if err := c.start(i, "existing"); err != nil {
 		return fmt.Errorf("restarting etcd member %s: %w", c.Members[i].Name, err)
 	}
@@ -328,13 +318,10 @@ func (c *Cluster) clientTLS() *tls.Config {
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool}
 }
 
-// Close stops every member.
+// Close stops every member; Start registers it with t.Cleanup.
 func (c *Cluster) Close() {
 	for i := range c.Members {
-		c.Stop(i)
-	}
-	for _, m := range c.Members {
-		m.waitClosed()
+		c.Kill(i) // no leadership hand-over at the end: it only costs time
 	}
 }
 
