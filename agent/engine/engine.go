@@ -207,14 +207,20 @@ func (e *Engine) do(ctx context.Context, st state.State, act Action) Event {
 		err := e.busy(ctx, func() (err error) { t, err = o.OS.Check(ctx); return err })
 		return Checked{Target: t, Err: err}
 	case ActStage:
+		// Announce before staging, not after: a leader deciding meanwhile
+		// must already see that this node will want to reboot.
+		if aerr := o.Lock.Announce(ctx, st.Target.Checksum); aerr != nil {
+			e.log.Warn("announcing the pending update (a leader may reboot before this node)", "err", aerr)
+		}
 		start := o.Clock.Now()
 		err := e.busy(ctx, func() error { return o.Stager.Stage(ctx, st.Target) })
 		if o.Metrics != nil && ctx.Err() == nil {
 			o.Metrics.StagingDone(o.Clock.Since(start), err)
 		}
-		if err == nil {
-			if aerr := o.Lock.Announce(ctx, st.Target.Checksum); aerr != nil {
-				e.log.Warn("announcing the pending update (leaders may reboot before this node)", "err", aerr)
+		if err != nil && ctx.Err() == nil {
+			// A leader must not wait for an update that may never come.
+			if werr := o.Lock.Withdraw(ctx); werr != nil {
+				e.log.Warn("withdrawing the pending-update announcement", "err", werr)
 			}
 		}
 		return StageDone{Err: err}
