@@ -20,6 +20,9 @@ import (
 	"github.com/update-agent/update-agent/tests/etcdtest"
 )
 
+// quick is BENCH_QUICK=1: fewer rollouts and a shorter bound, for iteration.
+var quick = os.Getenv("BENCH_QUICK") == "1"
+
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
@@ -51,7 +54,11 @@ func writeResult(t *testing.T, name, content string) {
 func TestLockAtScale(t *testing.T) {
 	const slots = 3
 	sessions := envInt("BENCH_LOCK_SESSIONS", 1000)
-	bound := time.Duration(envInt("BENCH_LOCK_SECONDS", 240)) * time.Second
+	boundS := 240
+	if quick {
+		boundS = 60
+	}
+	bound := time.Duration(envInt("BENCH_LOCK_SECONDS", boundS)) * time.Second
 	hold := 20 * time.Millisecond
 
 	c := etcdtest.Start(t, etcdtest.Options{Members: 1})

@@ -28,7 +28,11 @@ import (
 // (followers first, leadership moved before the leader reboots); unaware:
 // same lock and quorum check, no leader rules.
 func TestRollingUpdates(t *testing.T) {
-	n := envInt("BENCH_ROLLOUTS", 50)
+	def := 50
+	if quick {
+		def = 5
+	}
+	n := envInt("BENCH_ROLLOUTS", def)
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	admin := c.Client(t, nil)
 	quiet := slog.New(slog.DiscardHandler)

@@ -28,7 +28,6 @@ const (
 	binDir     = "/usr/local/lib/ua-bench"
 	dataDev    = "/dev/vdb"
 	etcdEnv    = "/etc/bench-etcd.env"
-	stagedFile = "/run/rpm-ostree-standin/staged-deployment.json"
 )
 
 // sh runs cmd in the guest and fails unless it exits 0.
@@ -84,6 +83,8 @@ EnvironmentFile=` + etcdEnv + `
 ExecStart=/usr/local/bin/etcd
 Restart=no
 TimeoutStartSec=3min
+[Install]
+WantedBy=multi-user.target
 `
 	if err := writeFile(ctx, g, "/etc/systemd/system/bench-etcd.service", etcdUnit); err != nil {
 		return err
@@ -93,6 +94,8 @@ TimeoutStartSec=3min
 		"install -m 0755 " + binDir + "/update-agent /usr/bin/update-agent",
 		"install -m 0755 " + binDir + "/mkupdate " + binDir + "/putload " + binDir + "/etcd /usr/local/bin/",
 		"mkdir -p /etc/update-agent/config.d",
+		// Where the agent finds the host repo on an ostree host.
+		"ln -sfn " + SysrootDir + "/ostree /ostree",
 		"systemd-tmpfiles --create /etc/tmpfiles.d/rpm-ostree-standin.conf",
 		"modprobe bfq",
 		"systemctl daemon-reload",
@@ -261,7 +264,10 @@ func recipe2020(ctx context.Context, g Guest) error {
 }
 
 // Window is when staging ran, in the guest's clock (Unix ns).
-type Window struct{ Start, End int64 }
+type Window struct {
+	Start, End int64
+	Summary    string // update-agent stage-once's report line (guard freezes)
+}
 
 // Duration of the window.
 func (w Window) Duration() time.Duration { return time.Duration(w.End - w.Start) }
@@ -276,7 +282,7 @@ func parseWindow(out string) (Window, error) {
 	if err1 != nil || err2 != nil {
 		return Window{}, fmt.Errorf("staging window: %q", out)
 	}
-	return Window{a, b}, nil
+	return Window{Start: a, End: b}, nil
 }
 
 // Stage stages the update as scenario s says and returns the window.
@@ -302,25 +308,17 @@ func Stage(ctx context.Context, g Guest, s Scenario) (Window, error) {
 				return Window{}, err
 			}
 		}
-		// Started by systemd as in production; staged when the stand-in
-		// records the staged deployment. Polling a file costs nothing.
-		out, err := sh(ctx, g, `t0=$(date +%s%N); systemctl start update-agent || exit 1
-for i in $(seq 1 14400); do
-  [ -e `+stagedFile+` ] && { echo $t0 $(date +%s%N); exit 0; }
-  systemctl -q is-active update-agent || { journalctl -u update-agent -n 30 --no-pager >&2; exit 1; }
-  sleep 0.5
-done; exit 1`)
+		// The agent's own staging path (policy, scheduler, drop-in, guard),
+		// without lock or reboot; it undoes its policy before it exits.
+		out, err := sh(ctx, g, `t0=$(date +%s%N); update-agent stage-once >/var/tmp/bench-stage.out 2>/var/tmp/bench-stage.log || { tail -n 40 /var/tmp/bench-stage.log >&2; exit 1; }; cat /var/tmp/bench-stage.out; echo $t0 $(date +%s%N)`)
 		if err != nil {
-			return Window{}, fmt.Errorf("staging (update-agent): %w", err)
+			return Window{}, fmt.Errorf("staging (update-agent stage-once): %w", err)
 		}
 		w, err := parseWindow(out)
 		if err != nil {
 			return Window{}, err
 		}
-		// Stopping the agent undoes its policy (scheduler, drop-in).
-		if _, err := sh(ctx, g, "systemctl stop update-agent"); err != nil {
-			return Window{}, err
-		}
+		w.Summary = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(out), lastLine(out)))
 		return w, nil
 	}
 	return Window{}, fmt.Errorf("scenario %s stages nothing", s.ID)
@@ -356,7 +354,7 @@ func StartLoads(ctx context.Context, g Guest, dir string, job []string, putRate 
 // StopLoads stops both loads (fio writes its report on SIGINT, putload its
 // last scrape on SIGTERM) and waits until they are gone.
 func StopLoads(ctx context.Context, g Guest) error {
-	_, err := sh(ctx, g, `systemctl stop bench-fio bench-put; for i in $(seq 1 120); do systemctl -q is-active bench-fio bench-put || exit 0; sleep 0.5; done; exit 1`)
+	_, err := sh(ctx, g, `systemctl stop bench-fio bench-put 2>/dev/null; for i in $(seq 1 120); do systemctl -q is-active bench-fio bench-put || exit 0; sleep 0.5; done; exit 1`)
 	return err
 }
 

@@ -152,3 +152,25 @@ func MakePlan(quick bool) Plan {
 	p.Scenarios[Disks[1].Name] = small
 	return p
 }
+
+// Only keeps the scenarios whose ID is listed (BENCH_SCENARIOS), and the
+// disks that still have one; for iterating on a single scenario.
+func (p Plan) Only(ids []string) Plan {
+	keep := map[string]bool{}
+	for _, id := range ids {
+		keep[id] = true
+	}
+	out := p
+	out.Disks, out.Scenarios = nil, map[string][]Scenario{}
+	for _, d := range p.Disks {
+		for _, s := range p.Scenarios[d.Name] {
+			if keep[s.ID] {
+				out.Scenarios[d.Name] = append(out.Scenarios[d.Name], s)
+			}
+		}
+		if len(out.Scenarios[d.Name]) > 0 {
+			out.Disks = append(out.Disks, d)
+		}
+	}
+	return out
+}

@@ -1,0 +1,220 @@
+//go:build bench
+
+package latency
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/update-agent/update-agent/tests/bench/fio"
+	"github.com/update-agent/update-agent/tests/bench/report"
+	"github.com/update-agent/update-agent/tests/guest"
+)
+
+// putRate is the etcd member's offered load per disk: a busy but not
+// saturated control plane (each put is one WAL append + fdatasync).
+func putRate(d Disk) int {
+	if d.IOPS >= 3000 {
+		return 100
+	}
+	return 20
+}
+
+// TestStagingLatency is section 1 of the benchmark: every scenario of the
+// plan (BENCH_QUICK=1: the quick one), side by side in one guest, one run.
+// Results (table, CSV, PNG per disk, markdown) go to $BENCH_OUT.
+func TestStagingLatency(t *testing.T) {
+	out := os.Getenv("BENCH_OUT")
+	if out == "" {
+		t.Fatal("BENCH_OUT not set (make bench sets it)")
+	}
+	quick := os.Getenv("BENCH_QUICK") == "1"
+	plan := MakePlan(quick)
+	if only := os.Getenv("BENCH_SCENARIOS"); only != "" {
+		plan = plan.Only(strings.Split(only, ","))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Hour)
+	defer cancel()
+	repo, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf := func(format string, args ...any) {
+		fmt.Printf("bench %s: %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+
+	logf("building binaries")
+	bins, err := Build(ctx, repo, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf("booting the guest")
+	g, err := guest.Start(ctx, guest.Options{DataDiskSize: 12 << 30, MemoryMiB: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop()
+	logf("guest %s (accel %s); installing", g, g.Accel())
+	if err := Install(ctx, g, bins, repo); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetThrottle(ctx, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := PrepareDisk(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	logf("making the update (%s, %d files)", plan.UpdateSize, plan.UpdateFile)
+	base, update, err := MakeUpdates(ctx, g, plan.UpdateSize, plan.UpdateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var table report.Table
+	var notes []string
+	for _, d := range plan.Disks {
+		var panels []report.Panel
+		split := false
+		if err := StartEtcd(ctx, g, split); err != nil {
+			t.Fatal(err)
+		}
+		for _, sc := range plan.Scenarios[d.Name] {
+			if sc.SplitFS != split {
+				split = sc.SplitFS
+				if err := StartEtcd(ctx, g, split); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m, err := runScenario(ctx, g, d, sc, plan, base, update, logf)
+			if err != nil {
+				t.Fatalf("%s/%s: %v", d.Name, sc.ID, err)
+			}
+			rows, err := m.Rows()
+			if err != nil {
+				t.Fatal(err)
+			}
+			table.Rows = append(table.Rows, rows...)
+			p, err := m.Panel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			panels = append(panels, p)
+			if m.Window.Summary != "" {
+				notes = append(notes, fmt.Sprintf("- %s/%s: %s", d.Name, sc.ID, m.Window.Summary))
+			}
+			logf("%s/%s: fio p99 %v max %v, etcd p99 %v, staging %v", d.Name, sc.ID,
+				rows[0].P99, rows[0].Max, rows[1].P99, m.Window.Duration().Round(100*time.Millisecond))
+			writeResults(t, out, table, notes, plan, quick)
+		}
+		var png bytes.Buffer
+		if err := report.WritePNG(&png, panels); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, "latency-"+d.Name+".png"), png.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fmt.Println()
+	if err := table.WriteText(os.Stdout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func runScenario(ctx context.Context, g *guest.Guest, d Disk, sc Scenario, plan Plan, base, update string, logf func(string, ...any)) (Measured, error) {
+	logf("%s/%s (%s, %s): resetting", d.Name, sc.ID, sc.Stager, sc.Load(d))
+	// Resetting writes a small base deployment: unthrottled, then the
+	// disk's setting for the measurement.
+	if err := g.SetThrottle(ctx, 0, 0); err != nil {
+		return Measured{}, err
+	}
+	if err := Reset(ctx, g, base, update); err != nil {
+		return Measured{}, err
+	}
+	if err := g.SetThrottle(ctx, d.IOPS, d.BPS); err != nil {
+		return Measured{}, err
+	}
+	dir := ResultDir + "/" + d.Name + "/" + sc.ID + "-" + strings.ReplaceAll(sc.Load(d), "/", "")
+	fioDir := DataDir + "/fio"
+	if sc.SplitFS {
+		fioDir = EtcdFSDir + "/fio"
+	}
+	job := fio.WALJob{Name: "etcdlike", Dir: fioDir, Runtime: 4 * time.Hour, RateIOPS: d.FioRate, LatLog: dir + "/fio"}
+	if sc.FioUnlimited {
+		job.RateIOPS = 0
+	}
+	m := Measured{Disk: d, Scenario: sc, PutRate: putRate(d)}
+	loads, err := StartLoads(ctx, g, dir, job.Args(), m.PutRate)
+	if err != nil {
+		return Measured{}, err
+	}
+	m.Loads = loads
+	stopped := false
+	defer func() {
+		if !stopped {
+			StopLoads(context.Background(), g)
+		}
+	}()
+	// Let the loads settle (and the guard learn its baseline) before staging.
+	time.Sleep(5 * time.Second)
+	if sc.Stager == NoStaging {
+		logf("%s/%s: loads alone for %v", d.Name, sc.ID, plan.AloneFor)
+		time.Sleep(plan.AloneFor)
+	} else {
+		logf("%s/%s: staging", d.Name, sc.ID)
+		if m.Window, err = Stage(ctx, g, sc); err != nil {
+			return Measured{}, err
+		}
+		time.Sleep(3 * time.Second)
+	}
+	stopped = true
+	if err := StopLoads(ctx, g); err != nil {
+		return Measured{}, err
+	}
+	for _, f := range []struct {
+		dst  *[]byte
+		path string
+	}{
+		{&m.FioJSON, dir + "/fio.json"}, {&m.FioLat, dir + "/fio_lat.1.log"},
+		{&m.EtcdPre, dir + "/etcd/before.txt"}, {&m.EtcdPost, dir + "/etcd/after.txt"},
+		{&m.EtcdLine, dir + "/etcd/timeline.csv"},
+	} {
+		if *f.dst, err = Fetch(ctx, g, f.path); err != nil {
+			return Measured{}, err
+		}
+	}
+	return m, nil
+}
+
+// writeResults (re)writes the table as CSV and markdown after every
+// scenario, so an interrupted run keeps what it measured.
+func writeResults(t *testing.T, out string, table report.Table, notes []string, plan Plan, quick bool) {
+	t.Helper()
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var c bytes.Buffer
+	if err := table.WriteCSV(&c); err != nil {
+		t.Fatal(err)
+	}
+	var txt bytes.Buffer
+	if err := table.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	mode := "full"
+	if quick {
+		mode = "quick (BENCH_QUICK=1)"
+	}
+	md := fmt.Sprintf("## Staging vs etcd fsync latency\n\nMode: %s; update %s in %d files; disks throttled by qemu; fio etcd-like job (2300 B write + fdatasync) and a real etcd member under a fixed put rate, side by side. Latencies in ms; ratios to (a) alone and (b) naive of the same disk and load. etcd's max is a histogram bucket bound.\n\n```\n%s```\n\nupdate-agent stage-once reports:\n%s\n",
+		mode, plan.UpdateSize, plan.UpdateFile, txt.String(), strings.Join(notes, "\n"))
+	for name, b := range map[string][]byte{"latency.csv": c.Bytes(), "latency.md": []byte(md)} {
+		if err := os.WriteFile(filepath.Join(out, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
