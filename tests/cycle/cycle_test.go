@@ -158,11 +158,29 @@ func (r *rollout) finished() bool {
 	return true
 }
 
+// crash kills a node's agent (no release: the lease just stops being kept
+// alive) and starts a new one from the state directory, in the same boot.
+func (r *rollout) crash(n *node) {
+	n.cancel()
+	if err := <-n.done; err != nil {
+		r.t.Errorf("%s: agent: %v", n.name, err)
+	}
+	n.lk.Close()
+	r.start(n)
+}
+
 // TestRollingUpdate: three hosts find an update, stage it locked, reboot one
 // at a time through the lock, followers first and the leader last after
 // handing leadership over, and each releases its slot once its member is
 // healthy again.
-func TestRollingUpdate(t *testing.T) {
+func TestRollingUpdate(t *testing.T) { rollingUpdate(t, 0) }
+
+// TestRollingUpdateWithCrashes: the same while agents are killed and
+// restarted every 300 ms, wherever they are: each resumes from its record
+// and the lock's, and the rollout ends the same way.
+func TestRollingUpdateWithCrashes(t *testing.T) { rollingUpdate(t, 300*time.Millisecond) }
+
+func rollingUpdate(t *testing.T, crashEvery time.Duration) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	logf, err := os.Create(filepath.Join(t.TempDir(), "agents.log"))
 	if err != nil {
@@ -194,6 +212,7 @@ func TestRollingUpdate(t *testing.T) {
 
 	leaders := []int{firstLeader}
 	deadline := time.Now().Add(90 * time.Second)
+	crashes, nextCrash := 0, time.Now().Add(crashEvery)
 	for !r.finished() {
 		if time.Now().After(deadline) {
 			for _, n := range r.nodes {
@@ -205,6 +224,11 @@ func TestRollingUpdate(t *testing.T) {
 			if n.env.Rebooted() {
 				r.reboot(n)
 			}
+		}
+		if crashEvery > 0 && time.Now().After(nextCrash) {
+			r.crash(r.nodes[crashes%len(r.nodes)])
+			crashes++
+			nextCrash = time.Now().Add(crashEvery)
 		}
 		if l := c.LeaderIndex(); l >= 0 && l != leaders[len(leaders)-1] {
 			leaders = append(leaders, l)
@@ -244,5 +268,5 @@ func TestRollingUpdate(t *testing.T) {
 			t.Errorf("agents' log never says %q", want)
 		}
 	}
-	t.Logf("reboot order %v (first leader %s), leaders %v", r.reboots, r.nodes[firstLeader].name, leaders)
+	t.Logf("reboot order %v (first leader %s), leaders %v, agent crashes %d", r.reboots, r.nodes[firstLeader].name, leaders, crashes)
 }

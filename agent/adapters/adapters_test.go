@@ -1,0 +1,119 @@
+package adapters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/update-agent/update-agent/agent/engine"
+	"github.com/update-agent/update-agent/agent/oplog"
+	"github.com/update-agent/update-agent/agent/rpmostree"
+	"github.com/update-agent/update-agent/agent/state"
+	"github.com/update-agent/update-agent/tests/rpmostree/standin"
+	"github.com/update-agent/update-agent/tests/rpmostree/standintest"
+)
+
+var bin standintest.Binaries
+
+func TestMain(m *testing.M) {
+	if !standintest.Have() {
+		fmt.Println("ostree is not installed: skipping")
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "adapters-standin-")
+	if err != nil {
+		panic(err)
+	}
+	if bin, err = standintest.Build(dir); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func host(t *testing.T) (*standintest.Env, OS, PlainStager) {
+	env := standintest.New(t, bin)
+	c := &rpmostree.Client{Path: bin.RpmOstree, Runner: oplog.Runner{Env: env.ClientEnv("update-agent.service"), Interrupt: syscall.SIGINT}}
+	return env, OS{Client: c}, PlainStager{Client: c}
+}
+
+// The engine's view of rpm-ostree through the adapter: check, stage (the
+// staged deployment is the checked target), the finalize refusals as the
+// engine's errors, cleanup, and a finalize that reboots.
+func TestOSAdapter(t *testing.T) {
+	ctx := context.Background()
+	env, os, stager := host(t)
+	if tg, err := os.Check(ctx); err != nil || tg != nil {
+		t.Fatalf("check with nothing published: %v, %v", tg, err)
+	}
+	want := env.Publish(env.Ref, 1)
+	tg, err := os.Check(ctx)
+	if err != nil || tg == nil || tg.Checksum != want {
+		t.Fatalf("check: %+v, %v; want %s", tg, err, want)
+	}
+	if err := os.Finalize(ctx, want); !errors.Is(err, engine.ErrNoStagedDeployment) {
+		t.Errorf("finalize with nothing staged: %v", err)
+	}
+	if err := stager.Stage(ctx, *tg); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Status(ctx)
+	if err != nil || st.Staged == nil || st.Staged.Checksum != want || st.Booted.Checksum == want {
+		t.Fatalf("status after staging: %+v, %v", st, err)
+	}
+	// Staging again finds nothing new and must say so: it did not lock.
+	if err := stager.Stage(ctx, *tg); err == nil {
+		t.Error("staging an already staged target reported success")
+	}
+	if err := os.Finalize(ctx, "0000"); !errors.Is(err, engine.ErrChecksumMismatch) {
+		t.Errorf("finalize of another checksum: %v", err)
+	}
+	env.SetInhibitors([]standin.Inhibitor{{What: "shutdown", Who: "test", Why: "holding", Mode: "block"}})
+	if err := os.Finalize(ctx, want); !errors.Is(err, engine.ErrInhibited) {
+		t.Errorf("finalize under an inhibitor: %v", err)
+	}
+	env.SetInhibitors(nil)
+	// An unlocked staged deployment (staged by someone else): finalize
+	// refuses it as already unlocked.
+	if err := os.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, serr, code := env.CLI("", "deploy", "revision="+want); code != 0 {
+		t.Fatalf("deploy without lock: %d %s", code, serr)
+	}
+	if err := os.Finalize(ctx, want); !errors.Is(err, engine.ErrAlreadyUnlocked) {
+		t.Errorf("finalize of an unlocked deployment: %v", err)
+	}
+	if err := os.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Status(ctx); st.Staged != nil {
+		t.Errorf("staged after cleanup: %+v", st.Staged)
+	}
+	if err := stager.Stage(ctx, *tg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Finalize(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	if !env.Rebooted() {
+		t.Error("finalize did not run the reboot command")
+	}
+}
+
+func TestRequest(t *testing.T) {
+	tg := state.Target{Checksum: "abc"}
+	if r := Request(rpmostree.Deployment{Origin: "fedora:os/stable"}, "", tg); r.Kind != rpmostree.StageDeploy || r.Checksum != "abc" {
+		t.Errorf("ostree origin: %+v", r)
+	}
+	if r := Request(rpmostree.Deployment{ContainerImageReference: "ostree-unverified-registry:x/y:z"}, "", tg); r.Kind != rpmostree.StageUpgrade {
+		t.Errorf("container origin: %+v", r)
+	}
+	if r := Request(rpmostree.Deployment{}, "ostree-unverified-registry:x/y:z", tg); r.Kind != rpmostree.StageRebase || r.Ref == "" {
+		t.Errorf("image source: %+v", r)
+	}
+}
