@@ -1,0 +1,255 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/state"
+)
+
+// The decider's steps, in flow order: idle and check, stage, wait for the
+// window and the slot, last checks and finalize, verify and release; then
+// the failure bookkeeping they share.
+
+func (d *decider) idle() Action {
+	if d.pol.Disabled {
+		return d.wait(d.now.Add(24*time.Hour), "updates are disabled (updates.enabled = false)")
+	}
+	if d.obs.UpdateNow || !d.now.Before(d.st.NextCheck) {
+		return Action{Kind: ActCheck, Reason: "checking for updates"}
+	}
+	return d.wait(d.st.NextCheck, "next check for updates")
+}
+
+func (d *decider) checked(ev Checked) Action {
+	d.st.Phase = state.Idle
+	if ev.Err != nil {
+		d.st.LastError = fmt.Sprintf("checking for updates: %v", ev.Err)
+		d.st.NextCheck = d.now.Add(d.pol.Retry.Delay(1, d.obs.Rand))
+		return d.wait(d.st.NextCheck, d.st.LastError)
+	}
+	if ev.Target == nil {
+		d.st.NextCheck = d.nextCheck()
+		return d.wait(d.st.NextCheck, "no update available; next check")
+	}
+	t := *ev.Target
+	f := d.st.Failures[t.Checksum]
+	if d.obs.UpdateNow && (f.SetAside || d.now.Before(f.RetryAt)) {
+		delete(d.st.Failures, t.Checksum) // an operator asked: try again
+	} else if f.SetAside {
+		d.st.NextCheck = d.nextCheck()
+		return d.wait(d.st.NextCheck, fmt.Sprintf("update %s set aside after %d failures (last: %s); run update-now to retry", t.Checksum, f.Count, f.LastError))
+	} else if d.now.Before(f.RetryAt) {
+		d.st.NextCheck = f.RetryAt
+		return d.wait(f.RetryAt, fmt.Sprintf("retrying update %s after failure %d (%s)", t.Checksum, f.Count, f.LastError))
+	}
+	d.st.Phase, d.st.Target = state.Staging, t
+	return d.stage()
+}
+
+// stage stages Target, first discarding any staged deployment: one we did
+// not lock may be unlocked, and staging onto it would print "No change."
+// without locking it.
+func (d *decider) stage() Action {
+	d.st.Locked = ""
+	if d.obs.OS.Staged != nil {
+		return Action{Kind: ActCleanup, Reason: "discarding staged deployment " + d.obs.OS.Staged.Checksum + " before staging"}
+	}
+	return Action{Kind: ActStage, Reason: "staging " + d.st.Target.Checksum}
+}
+
+// staged waits for the window with the update staged and locked.
+func (d *decider) staged() Action {
+	if s := d.obs.OS.Staged; s == nil || s.Checksum != d.st.Locked {
+		d.st.Phase, d.st.Locked, d.st.NextCheck = state.Idle, "", d.now
+		d.st.LastError = "the staged deployment disappeared; staging again"
+		return d.idle()
+	}
+	if f := d.st.Failures[d.st.Target.Checksum]; d.now.Before(f.RetryAt) {
+		return d.wait(f.RetryAt, fmt.Sprintf("staged; retrying after failure %d (%s)", f.Count, f.LastError))
+	}
+	if !d.pol.Window.Contains(d.now) {
+		next := d.pol.Window.Next(d.now)
+		if !next.After(d.now) { // a window that never opens: look again later
+			next = d.now.Add(d.pol.CheckInterval)
+		}
+		return d.wait(next, "staged; waiting for the reboot window")
+	}
+	if d.pol.LeaderAware {
+		return Action{Kind: ActQueryOrder, Reason: "checking etcd leadership before queueing"}
+	}
+	return d.acquire()
+}
+
+// acquire queues for a slot; Queued is persisted first so that a restart
+// looks for the entry even if the process dies right after creating it.
+func (d *decider) acquire() Action {
+	d.st.Phase, d.st.Queued = state.WaitingSlot, true
+	return Action{Kind: ActAcquire, Reason: "waiting for a reboot slot"}
+}
+
+func (d *decider) backToStaged() Action {
+	d.st.Phase, d.st.Queued, d.st.LeaseID = state.Staged, false, 0
+	return d.staged()
+}
+
+func (d *decider) adopted(ev Adopted) Action {
+	if ev.Err != nil {
+		return d.retry("re-adopting the reboot-slot lease", ev.Err)
+	}
+	if ev.Lease == LeaseGone {
+		d.st.LastError = "the reboot-slot entry expired while the agent was not running"
+		d.st.Queued, d.st.LeaseID = false, 0
+		if d.st.Phase == state.Verifying {
+			return d.verify() // nothing left to release
+		}
+		return d.backToStaged()
+	}
+	switch d.st.Phase {
+	case state.Verifying:
+		return d.verify()
+	case state.HoldingSlot:
+		if ev.Lease == LeaseHolding {
+			if s := d.obs.OS.Staged; s == nil || s.Checksum != d.st.Locked {
+				d.st.Phase = state.Releasing
+				return d.release()
+			}
+			// Hooks may have half run: run them again (drain is idempotent).
+			return Action{Kind: ActRunHooks, Reason: "running pre-reboot hooks again after a restart"}
+		}
+		d.st.Phase = state.WaitingSlot
+	}
+	if ev.Lease == LeaseHolding {
+		return d.decide(SlotHeld{})
+	}
+	return d.acquire()
+}
+
+func (d *decider) prechecked(ev Prechecked) Action {
+	switch {
+	case !d.pol.Window.Contains(d.now):
+		d.st.Phase = state.Releasing
+		d.st.LastError = "the reboot window closed before finalizing"
+		return d.release()
+	case ev.Err != nil:
+		return d.retry("checking etcd before finalizing", ev.Err)
+	case ev.SlotLost || !d.st.Queued:
+		d.st.LastError = "the reboot slot was lost before finalizing"
+		return d.backToStaged()
+	case d.obs.OS.Staged == nil || d.obs.OS.Staged.Checksum != d.st.Locked || d.st.Locked == "":
+		d.st.Phase = state.Releasing
+		d.st.LastError = "the staged deployment changed before finalizing"
+		return d.release()
+	case ev.Leader && d.pol.MoveLeader:
+		return Action{Kind: ActMoveLeader, Reason: "local member is the etcd leader: moving leadership away"}
+	case !ev.Safe && d.pol.RequireSafe:
+		return d.wait(d.now.Add(d.pol.RecheckInterval), "holding the slot; not safe to reboot: "+ev.Reason)
+	}
+	d.st.Phase = state.Finalizing
+	return Action{Kind: ActFinalize, Reason: "finalizing " + d.st.Locked + " and rebooting"}
+}
+
+func (d *decider) finalized(ev FinalizeDone) Action {
+	switch {
+	case ev.Err == nil:
+		return d.wait(d.now.Add(d.pol.RebootTimeout), "rebooting into "+d.st.Target.Checksum)
+	case errors.Is(ev.Err, ErrNoStagedDeployment):
+		d.st.Phase, d.st.Locked, d.st.NextCheck = state.Releasing, "", d.now
+		d.st.LastError = "finalizing: " + ev.Err.Error()
+		return d.release()
+	case errors.Is(ev.Err, ErrInhibited):
+		// A refused finalize did not unlock: keep the staged update.
+		act := d.fail("finalize", ev.Err)
+		d.st.Phase = state.Releasing
+		return d.release().withFailure(act)
+	}
+	// Already unlocked, another checksum, or unknown: the staged deployment
+	// may be unlocked. Discard it and stage again; the failure count bounds
+	// how often.
+	act := d.fail("finalize", ev.Err)
+	return d.abortFinalize().withFailure(act)
+}
+
+func (d *decider) abortFinalize() Action {
+	d.st.Phase, d.st.Locked, d.st.NextCheck = state.Releasing, "", d.now
+	if d.obs.OS.Staged != nil {
+		return Action{Kind: ActCleanup, Reason: "discarding a staged deployment that may be unlocked"}
+	}
+	return d.release()
+}
+
+func (d *decider) verify() Action {
+	d.st.Phase = state.Verifying
+	if b := d.obs.OS.Booted.Checksum; b != d.st.Target.Checksum {
+		act := d.fail("verify", fmt.Errorf("booted %s, expected %s", b, d.st.Target.Checksum))
+		d.st.Phase, d.st.Locked = state.Releasing, ""
+		return d.release().withFailure(act)
+	}
+	return Action{Kind: ActVerify, Reason: "booted " + d.st.Target.Checksum + "; checking the local etcd member"}
+}
+
+func (d *decider) release() Action {
+	if !d.st.Queued {
+		d.st.CheckHealth = false
+		return d.released()
+	}
+	if d.st.CheckHealth {
+		return Action{Kind: ActVerify, Reason: "the host rebooted while holding the slot; checking the local etcd member before releasing"}
+	}
+	return Action{Kind: ActRelease, Reason: "releasing the reboot slot", Withdraw: d.st.Locked == ""}
+}
+
+func (d *decider) released() Action {
+	s := d.obs.OS.Staged
+	switch {
+	case d.st.Locked != "" && s != nil && s.Checksum == d.st.Locked:
+		d.st.Phase = state.Staged
+		return d.staged()
+	case s != nil && d.st.Phase != state.Idle:
+		// Not ours, or possibly unlocked: never leave it for an unplanned
+		// reboot to apply.
+		d.st.Phase, d.st.Locked = state.Idle, ""
+		return Action{Kind: ActCleanup, Reason: "discarding a staged deployment the agent did not lock"}
+	}
+	d.st.Phase, d.st.Locked = state.Idle, ""
+	return d.idle()
+}
+
+// fail records a failure of the current target and schedules its retry.
+func (d *decider) fail(step string, err error) Action {
+	t := d.st.Target.Checksum
+	if d.st.Failures == nil {
+		d.st.Failures = map[string]state.Failure{}
+	}
+	f := d.st.Failures[t]
+	f.Count++
+	f.Last = d.now
+	f.LastError = fmt.Sprintf("%s: %v", step, err)
+	f.RetryAt = d.now.Add(d.pol.Retry.Delay(f.Count, d.obs.Rand))
+	f.SetAside = d.pol.MaxFailures > 0 && f.Count >= d.pol.MaxFailures
+	d.st.Failures[t] = f
+	d.st.LastError = f.LastError
+	d.st.NextCheck = d.now
+	return Action{Failed: step}
+}
+
+func (a Action) withFailure(f Action) Action {
+	a.Failed = f.Failed
+	return a
+}
+
+// retry waits and tries the current step again (etcd or rpm-ostree
+// unreachable): not a failure of the target.
+func (d *decider) retry(what string, err error) Action {
+	d.st.LastError = fmt.Sprintf("%s: %v", what, err)
+	return d.wait(d.now.Add(d.pol.RecheckInterval), d.st.LastError+"; retrying")
+}
+
+func (d *decider) wait(until time.Time, reason string) Action {
+	return Action{Kind: ActWait, Until: until, Reason: reason}
+}
+
+func (d *decider) nextCheck() time.Time {
+	return d.now.Add(d.pol.CheckInterval + time.Duration(float64(d.pol.CheckJitter)*d.obs.Rand))
+}
