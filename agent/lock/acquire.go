@@ -213,18 +213,26 @@ func (l *Lock) Fenced(ctx context.Context, ops ...clientv3.Op) error {
 	return nil
 }
 
-// Release gives the slot back after the post-boot checks passed: it deletes
-// the queue entry and the announcement (fenced), revokes the node lease and
-// forgets it. If the slot was already gone (an operator released it) that is
-// logged and the rest is still cleaned up.
+// Release gives the slot back after the post-boot checks passed (or leaves
+// the queue): it deletes the queue entry and the announcement (fenced when
+// holding), revokes the node lease and forgets it. If the slot was already
+// gone (an operator released it) that is logged and the rest is still
+// cleaned up.
 func (l *Lock) Release(ctx context.Context) error {
-	err := l.Fenced(ctx, clientv3.OpDelete(l.holderKey()), clientv3.OpDelete(l.pendingKey()))
-	if errors.Is(err, ErrNotHolder) {
-		l.log.Warn("releasing: this node no longer held its reboot slot (released by an operator or expired)")
-		if err := l.Withdraw(ctx); err != nil {
+	l.mu.Lock()
+	holding := l.heldRev != 0
+	l.mu.Unlock()
+	if holding {
+		err := l.Fenced(ctx, clientv3.OpDelete(l.holderKey()), clientv3.OpDelete(l.pendingKey()))
+		if errors.Is(err, ErrNotHolder) {
+			l.log.Warn("releasing: this node no longer held its reboot slot (released by an operator, or its lease expired)")
+		} else if err != nil {
 			return fmt.Errorf("releasing reboot slot: %w", err)
 		}
-	} else if err != nil {
+	}
+	// Not holding (a waiter, or a slot already lost): the unfenced deletes
+	// only touch this node's own keys.
+	if _, err := l.cli.Txn(ctx).Then(clientv3.OpDelete(l.holderKey()), clientv3.OpDelete(l.pendingKey())).Commit(); err != nil {
 		return fmt.Errorf("releasing reboot slot: %w", err)
 	}
 	l.mu.Lock()
@@ -240,6 +248,10 @@ func (l *Lock) Release(ctx context.Context) error {
 	if err := removeLeaseState(l.o.StateDir); err != nil {
 		return fmt.Errorf("releasing reboot slot: %w", err)
 	}
-	l.log.Info("released reboot slot")
+	if holding {
+		l.log.Info("released reboot slot")
+	} else {
+		l.log.Info("left the reboot slot queue")
+	}
 	return nil
 }

@@ -170,16 +170,13 @@ func (c *Cluster) WaitReady(i int, timeout time.Duration) error {
 }
 
 // Stop stops member i gracefully (a graceful stop of the leader hands
-// leadership over by itself, as etcd does on SIGTERM). The member is down and
-// its ports are free when Stop returns; embed's own Close, which waits for
-// open client streams up to its request timeout (over 5 s), finishes in the
+// leadership over by itself, as etcd does on SIGTERM), in embed's order:
+// client servers first (waiting for open client streams, up to etcd's
+// request timeout, so close clients first), then raft and storage. It
+// returns once the member is down and its ports are free; the rest of
+// embed's Close (the peer listener lingers about a second) finishes in the
 // background.
-func (c *Cluster) Stop(i int) { c.stop(i, false) }
-
-// Kill stops member i without handing leadership over, like a power cut.
-func (c *Cluster) Kill(i int) { c.stop(i, true) }
-
-func (c *Cluster) stop(i int, hard bool) {
+func (c *Cluster) Stop(i int) {
 	m := c.Members[i]
 	m.mu.Lock()
 	e := m.etcd
@@ -188,20 +185,14 @@ func (c *Cluster) stop(i int, hard bool) {
 	if e == nil {
 		return
 	}
-	if hard {
-		e.Server.HardStop()
-	} else {
-		e.Server.Stop()
-	}
-	// The raft node and its storage are closed now; free the ports so that
-	// Restart need not wait for the lingering streams.
+	go e.Close()
+	<-e.Server.StopNotify()
 	for _, l := range e.Clients {
 		l.Close()
 	}
 	for _, p := range e.Peers {
 		p.Listener.Close()
 	}
-	go e.Close()
 }
 
 // Restart starts a stopped member i again from its data directory and waits
@@ -320,8 +311,23 @@ func (c *Cluster) clientTLS() *tls.Config {
 
 // Close stops every member; Start registers it with t.Cleanup.
 func (c *Cluster) Close() {
+	// Followers first, together, then the leader: stopping everyone at once
+	// would have the leader wait for a hand-over nobody can take.
+	lead := c.LeaderIndex()
+	var wg sync.WaitGroup
 	for i := range c.Members {
-		c.Kill(i) // no leadership hand-over at the end: it only costs time
+		if i == lead {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Stop(i)
+		}()
+	}
+	wg.Wait()
+	if lead >= 0 {
+		c.Stop(lead)
 	}
 }
 

@@ -26,7 +26,10 @@ var policy = etcdmember.Policy{FollowersFirst: true, MoveLeader: true, RequireQu
 // re-adopt the slot, wait for health, release. Each rollout must change the
 // leader exactly once, and the initial leader must reboot last.
 func TestRollingUpdate(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{})
+	// A longer election timeout than the default 100 ms: on a loaded CI
+	// machine a heartbeat can be late by that much, and a spurious election
+	// would count as a leader change. MoveLeader does not wait for it.
+	c := etcdtest.Start(t, etcdtest.Options{TickMs: 20, ElectionMs: 1000})
 	start := time.Now()
 	for run := 0; run < 20; run++ {
 		rollout(t, c, fmt.Sprintf("c%d", run+1))

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/lock"
+	"github.com/update-agent/update-agent/tests/etcdtest"
+)
+
+func TestLockSubcommand(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	root := configRoot(t, map[string]string{"50-etcd.toml": fmt.Sprintf(`
+[etcd]
+endpoints = [%q]
+[lock]
+group = "masters"
+slots = 1
+reboot_lease_ttl = "60s"
+`, c.Members[0].ClientURL)})
+	cli := c.Client(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mk := func(node, group string) *lock.Lock {
+		l, err := lock.New(cli, lock.Options{Prefix: "/update-agent/lock", Group: group, Slots: 1, TTL: time.Minute,
+			Node: node, BootID: "boot-" + node, StateDir: t.TempDir(), Log: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	a, b, w := mk("node-a", "masters"), mk("node-b", "masters"), mk("worker-1", "workers")
+	for _, l := range []*lock.Lock{a, b, w} {
+		if err := l.Announce(ctx, "0123456789abcdef0123"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Acquire(ctx, "0123456789abcdef0123", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Acquire(ctx, "0123456789abcdef0123", nil); err != nil {
+		t.Fatal(err)
+	}
+	bHeld := make(chan error, 1)
+	queued := make(chan struct{}, 1)
+	go func() {
+		_, err := b.Acquire(ctx, "0123456789abcdef0123", func(lock.Position) {
+			select {
+			case queued <- struct{}{}:
+			default:
+			}
+		})
+		bHeld <- err
+	}()
+	<-queued
+
+	code, out, errOut := runIn("lock", "status", "--root", root)
+	if code != exitOK {
+		t.Fatalf("lock status: exit %d, %s", code, errOut)
+	}
+	for _, want := range []string{
+		`group masters: 1 of 1 slot\(s\) held, 1 waiting`,
+		`holder +node-a +target 0123456789ab +held \d+s +lease (59|60)s left +boot boot-node-a`,
+		`waiter 1 +node-b +target 0123456789ab +waiting \d+s`,
+		`updates pending: node-a \(0123456789ab\), node-b`,
+		`group workers: 1 of 1 slot\(s\) held, 0 waiting`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("lock status output lacks %q:\n%s", want, out)
+		}
+	}
+
+	code, out, _ = runIn("lock", "status", "--root", root, "--group", "masters", "--json")
+	var gs []lock.GroupStatus
+	if err := json.Unmarshal([]byte(out), &gs); code != exitOK || err != nil {
+		t.Fatalf("lock status --json: exit %d, %v\n%s", code, err, out)
+	}
+	if len(gs) != 1 || len(gs[0].Holders) != 1 || gs[0].Holders[0].Node != "node-a" ||
+		len(gs[0].Waiters) != 1 || gs[0].Waiters[0].Node != "node-b" {
+		t.Errorf("lock status --json --group masters = %+v", gs)
+	}
+
+	// The operator frees node-a's slot: node-b gets it.
+	code, out, errOut = runIn("lock", "release", "--root", root, "node-a")
+	if code != exitOK || !strings.Contains(out, "released node-a in group masters") {
+		t.Fatalf("lock release: exit %d, %q %q", code, out, errOut)
+	}
+	select {
+	case err := <-bHeld:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("node-b did not get the freed slot")
+	}
+	code, _, errOut = runIn("lock", "release", "--root", root, "node-a")
+	if code != exitFailure || !strings.Contains(errOut, "node-a holds no reboot slot") {
+		t.Errorf("releasing twice: exit %d, %q", code, errOut)
+	}
+	code, out, _ = runIn("lock", "release", "--root", root, "--group", "workers", "worker-1")
+	if code != exitOK || !strings.Contains(out, "released worker-1 in group workers") {
+		t.Errorf("lock release --group workers: exit %d, %q", code, out)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"lock"}, exitUsage},
+		{[]string{"lock", "steal"}, exitUsage},
+		{[]string{"lock", "release", "--root", root}, exitUsage},
+		{[]string{"lock", "status", "--root", root, "extra"}, exitUsage},
+		{[]string{"lock", "status", "--root", configRoot(t, map[string]string{"50.toml": "[lock]\nslots = 0\n"})}, exitBadConfig},
+	} {
+		if code, _, errOut := runIn(tc.args...); code != tc.code {
+			t.Errorf("%v: exit %d, want %d (%s)", tc.args, code, tc.code, errOut)
+		}
+	}
+}
+
+// TestLockStatusTLS: the subcommand reads etcd's TLS files from the
+// configuration.
+func TestLockStatusTLS(t *testing.T) {
+	pki := etcdtest.NewPKI(t)
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1, TLS: pki.Server()})
+	// Configured paths are host paths, read under --root.
+	frag := fmt.Sprintf("[etcd]\nendpoints = [%q]\nca_file = \"/etc/etcd/ca.pem\"\n"+
+		"cert_file = \"/etc/etcd/client.pem\"\nkey_file = \"/etc/etcd/client-key.pem\"\n", c.Members[0].ClientURL)
+	root := configRoot(t, map[string]string{"50-etcd.toml": frag})
+	os.MkdirAll(filepath.Join(root, "etc/etcd"), 0o755)
+	for src, dst := range map[string]string{pki.CAFile: "ca.pem", pki.ClientCertFile: "client.pem", pki.ClientKey: "client-key.pem"} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "etc/etcd", dst), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := runIn("lock", "status", "--root", root)
+	if code != exitOK || !strings.Contains(out, "no reboot slots held or awaited under /update-agent/lock") {
+		t.Errorf("lock status over TLS: exit %d, %q %q", code, out, errOut)
+	}
+}
