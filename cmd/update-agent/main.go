@@ -54,6 +54,7 @@ func commands() []command {
 		{"check-config", "print the merged configuration and where each value came from", runCheckConfig},
 		{"status", "show what the daemon does and waits for (--json)", runStatus},
 		{"update-now", "ask the daemon to check for an update and stage it now", runUpdateNow},
+		{"stage-once", "stage one update now under the staging policy and latency guard; no reboot", runStageOnce},
 		{"lock", "show the reboot slots (lock status) or free a node's slot (lock release <node>)", runLock},
 		{"version", "print the version", runVersion},
 	}
