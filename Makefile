@@ -31,7 +31,13 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-e2e bench demo:
+# e2e boots a Debian systemd guest under qemu (tests/guest; the image is
+# built once into ~/.cache/update-agent-guest, override with UA_GUEST_CACHE).
+e2e: build
+	$(GO) vet -tags e2e ./tests/e2e/...
+	$(GO) test -tags e2e -count=1 -timeout 40m -p 1 -v ./tests/e2e/...
+
+bench demo:
 	@echo "make $@: not built yet" >&2; exit 1
 
 # Packaging (packaging/rpm.sh): dist = source tarball with vendored modules,

@@ -28,8 +28,11 @@ const (
 	DataDir = "/var/lib/data"
 	// DataDevice is the data disk's block device in the guest.
 	DataDevice = "/dev/vdb"
-	// dataDiskID is the qdev id of the data disk, for QMP commands.
-	dataDiskID = "vdata"
+	// dataDiskID is the qdev id of the data disk's virtio-blk-pci device;
+	// QMP's block commands want the virtio-blk device inside it, which owns
+	// the block backend (dataDiskQOM).
+	dataDiskID  = "vdata"
+	dataDiskQOM = "/machine/peripheral/" + dataDiskID + "/virtio-backend"
 )
 
 // Options configure a guest. The zero value is a 2-vCPU, 3.5 GiB guest with
@@ -51,7 +54,9 @@ type Options struct {
 	// cheap probe says it can work, else TCG.
 	Accel string
 	// BootTimeout bounds boot (and each reboot) until systemd has settled;
-	// default 8 minutes (a TCG boot takes ~35-60 s on 2 busy cores).
+	// default $UA_GUEST_BOOT_TIMEOUT, else 15 minutes: a TCG boot takes
+	// ~35-55 s on 2 idle cores but several minutes when other guests share
+	// them.
 	BootTimeout time.Duration
 	// Log receives progress lines; default os.Stderr.
 	Log io.Writer
@@ -74,7 +79,10 @@ func (o Options) withDefaults() Options {
 		o.MemoryMiB = 3584
 	}
 	if o.BootTimeout <= 0 {
-		o.BootTimeout = 8 * time.Minute
+		o.BootTimeout = 15 * time.Minute
+		if d, err := time.ParseDuration(os.Getenv("UA_GUEST_BOOT_TIMEOUT")); err == nil && d > 0 {
+			o.BootTimeout = d
+		}
 	}
 	if o.Log == nil {
 		o.Log = os.Stderr

@@ -21,7 +21,7 @@ func (g *Guest) QMP(ctx context.Context, command string, args any) (json.RawMess
 // (block_set_io_throttle; 0 = unthrottled).
 func (g *Guest) SetThrottle(ctx context.Context, iops, bps int64) error {
 	_, err := g.QMP(ctx, "block_set_io_throttle", map[string]any{
-		"id":   dataDiskID,
+		"id":   dataDiskQOM,
 		"iops": iops, "iops_rd": 0, "iops_wr": 0,
 		"bps": bps, "bps_rd": 0, "bps_wr": 0,
 	})

@@ -95,23 +95,33 @@ func (g *Guest) CopyIn(ctx context.Context, local, remote string) error {
 	return nil
 }
 
-// bootID is the guest kernel's boot id ("" if ssh does not answer).
-func (g *Guest) bootID(ctx context.Context) string {
+// bootID is the guest kernel's boot id, or an error if ssh does not answer.
+func (g *Guest) bootID(ctx context.Context) (string, error) {
+	// Bounded: while the guest is down, slirp still accepts the TCP
+	// connection and ssh would wait for a banner that never comes.
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out, _, code, err := g.Run(ctx, "cat /proc/sys/kernel/random/boot_id")
-	if err != nil || code != 0 {
-		return ""
+	out, stderr, code, err := g.Run(ctx, "cat /proc/sys/kernel/random/boot_id")
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit %d: %s", code, strings.TrimSpace(stderr))
 	}
-	return strings.TrimSpace(out)
+	return strings.TrimSpace(out), err
 }
 
 // waitUp polls ssh until the guest answers with a boot id other than
 // oldBootID. It gives up early if qemu exits or the kernel panics.
 func (g *Guest) waitUp(ctx context.Context, oldBootID string) error {
+	start, nextNote := time.Now(), time.Now().Add(time.Minute)
+	var last error
 	for {
-		if id := g.bootID(ctx); id != "" && id != oldBootID {
+		id, err := g.bootID(ctx)
+		if err == nil && id != "" && id != oldBootID {
 			return nil
+		}
+		if err != nil {
+			last = err
+		} else {
+			last = errors.New("still the old boot")
 		}
 		if g.exited() {
 			return fmt.Errorf("qemu exited (%v): %s", g.qemuExit(), g.qemuStderr())
@@ -119,9 +129,14 @@ func (g *Guest) waitUp(ctx context.Context, oldBootID string) error {
 		if b, _ := os.ReadFile(g.consolePath()); bytes.Contains(b, []byte("Kernel panic")) {
 			return errors.New("the guest kernel panicked")
 		}
+		if time.Now().After(nextNote) {
+			fmt.Fprintf(g.opts.Log, "guest: still waiting for ssh after %s (%v)\n", time.Since(start).Round(time.Second), last)
+			nextNote = time.Now().Add(time.Minute)
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for ssh on 127.0.0.1:%d: %w", g.port, ctx.Err())
+			return fmt.Errorf("waiting %s for ssh on 127.0.0.1:%d: %w (last try: %v)",
+				time.Since(start).Round(time.Second), g.port, ctx.Err(), last)
 		case <-time.After(time.Second):
 		}
 	}
@@ -147,13 +162,16 @@ func (g *Guest) settle(ctx context.Context) error {
 func (g *Guest) Reboot(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, g.opts.BootTimeout)
 	defer cancel()
-	old := g.bootID(ctx)
-	if old == "" {
-		return errors.New("rebooting the guest: ssh does not answer")
+	old, err := g.bootID(ctx)
+	if err != nil {
+		return fmt.Errorf("rebooting the guest: %w", err)
 	}
 	g.stopMaster()
-	// ssh may lose the connection as sshd stops: its error means nothing.
-	_, _, _, _ = g.Run(ctx, "systemctl reboot")
+	// Detached, so ssh returns at once instead of hanging on a connection
+	// that dies with the guest.
+	if _, stderr, code, err := g.Run(ctx, "systemd-run --no-block --on-active=1 systemctl reboot"); err != nil || code != 0 {
+		return fmt.Errorf("rebooting the guest: systemd-run exit %d: %v %s", code, err, stderr)
+	}
 	if err := g.waitUp(ctx, old); err != nil {
 		return fmt.Errorf("rebooting the guest: %w\n%s", err, g.consoleTail(60))
 	}
