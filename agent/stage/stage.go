@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -399,104 +398,4 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string) (*guard.Guard
 		return nil, nil
 	}
 	return g, base
-}
-
-// applyDaemonPolicy puts the policy on the daemon that does the writing.
-func (s *Stager) applyDaemonPolicy(ctx context.Context, j *journal, p systemd.Policy) error {
-	unit := s.o.DaemonUnit
-	text, err := p.DropIn("Written by update-agent for one staging window and removed after it.")
-	if err != nil {
-		return err
-	}
-	j.DaemonUnit = unit
-	j.DropIn = systemd.DropInPath(s.o.RuntimeUnitDir, unit, DropInName)
-	if err := s.saveJournal(j); err != nil {
-		return err
-	}
-	if _, err := systemd.WriteDropIn(s.o.RuntimeUnitDir, unit, DropInName, text); err != nil {
-		return err
-	}
-	if err := s.d.Systemd.Reload(ctx); err != nil {
-		return err
-	}
-	st, err := s.d.Systemd.Status(ctx, unit)
-	if err != nil {
-		return err
-	}
-	if st.ActiveState != "active" {
-		return nil // its next start reads the drop-in
-	}
-	idle := false
-	if s.d.Daemon != nil {
-		if idle, err = s.d.Daemon.Idle(ctx); err != nil {
-			s.log.Warn("cannot tell whether the daemon is idle; not restarting it", "systemd_unit", unit, "err", err)
-			idle = false
-		}
-	}
-	if idle {
-		// A fresh process gets the whole policy, I/O class and nice too.
-		j.DaemonRestarted = true
-		if err := s.saveJournal(j); err != nil {
-			return err
-		}
-		return s.d.Systemd.Restart(ctx, unit)
-	}
-	// Busy (or unknown): the cgroup half of the policy applies live.
-	if props := p.CgroupProperties(); len(props) > 0 {
-		if err := s.setRuntime(ctx, j, unit, props...); err != nil {
-			s.log.Warn("could not set the policy on the running daemon", "systemd_unit", unit, "err", err)
-		}
-	}
-	return nil
-}
-
-// setRuntime sets runtime properties, recording first how to set them back.
-func (s *Stager) setRuntime(ctx context.Context, j *journal, unit string, props ...sd.Property) error {
-	names := make([]string, len(props))
-	for i, p := range props {
-		names[i] = p.Name
-	}
-	old, err := s.d.Systemd.Save(ctx, unit, names...)
-	if err != nil {
-		return err
-	}
-	rc := runtimeChange{Unit: unit, Old: old}
-	for _, n := range names {
-		f := systemd.ControlFile(s.o.RuntimeControlDir, unit, n)
-		if _, err := os.Stat(f); errors.Is(err, os.ErrNotExist) {
-			rc.Remove = append(rc.Remove, f)
-		}
-	}
-	j.Runtime = append(j.Runtime, rc)
-	if err := s.saveJournal(j); err != nil {
-		return err
-	}
-	return s.d.Systemd.SetRuntime(ctx, unit, props...)
-}
-
-const fsyncKey = "core.per-object-fsync"
-
-func (s *Stager) ostree(ctx context.Context, desc string, args ...string) (oplog.Result, error) {
-	argv := append(append([]string(nil), s.o.OstreeArgv...), "config", "--repo="+s.o.Repo)
-	return s.d.Runner.Run(ctx, desc, append(argv, args...)...)
-}
-
-func (s *Stager) setFsync(ctx context.Context, j *journal) error {
-	fc := &fsyncChange{Repo: s.o.Repo}
-	res, err := s.ostree(ctx, "reading the repo's per-object fsync setting", "get", fsyncKey)
-	switch {
-	case err == nil:
-		fc.Old, fc.WasSet = strings.TrimSpace(string(res.Stdout)), true
-	case strings.Contains(string(res.Stderr), "does not have key"):
-	default:
-		return fmt.Errorf("reading %s of %s: %w", fsyncKey, s.o.Repo, err)
-	}
-	j.Fsync = fc
-	if err := s.saveJournal(j); err != nil {
-		return err
-	}
-	if _, err := s.ostree(ctx, "enabling per-object fsync for staging", "set", fsyncKey, "true"); err != nil {
-		return fmt.Errorf("setting %s of %s: %w", fsyncKey, s.o.Repo, err)
-	}
-	return nil
 }
