@@ -48,8 +48,11 @@ type TLSFiles struct {
 type Member struct {
 	Name      string
 	Dir       string
-	ClientURL string
+	ClientURL string // advertised; a proxy in front of listenURL
 	PeerURL   string
+
+	listenURL string
+	proxy     *proxy
 
 	mu   sync.Mutex
 	etcd *embed.Etcd // nil while stopped
@@ -83,12 +86,18 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	var peers []string
 	for i := 0; i < opts.Members; i++ {
-		ports := freePorts(t, 2)
+		ports := freePorts(t, 3)
 		m := &Member{
 			Name:      fmt.Sprintf("m%d", i),
 			Dir:       filepath.Join(base, fmt.Sprintf("m%d", i)),
 			ClientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[0]),
 			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+			listenURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[2]),
+		}
+		var err error
+		m.proxy, err = newProxy(fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[2]))
+		if err != nil {
+			t.Fatalf("etcd client proxy: %v", err)
 		}
 		c.Members = append(c.Members, m)
 		peers = append(peers, m.Name+"="+m.PeerURL)
@@ -117,8 +126,9 @@ func (c *Cluster) start(i int, state string) error {
 	cfg.Name = m.Name
 	cfg.Dir = m.Dir
 	cu, _ := url.Parse(m.ClientURL)
+	lu, _ := url.Parse(m.listenURL)
 	pu, _ := url.Parse(m.PeerURL)
-	cfg.ListenClientUrls = []url.URL{*cu}
+	cfg.ListenClientUrls = []url.URL{*lu}
 	cfg.AdvertiseClientUrls = []url.URL{*cu}
 	cfg.ListenPeerUrls = []url.URL{*pu}
 	cfg.AdvertisePeerUrls = []url.URL{*pu}
@@ -144,6 +154,7 @@ func (c *Cluster) start(i int, state string) error {
 	if err != nil {
 		return err
 	}
+	m.proxy.setDown(false)
 	m.mu.Lock()
 	m.etcd = e
 	m.mu.Unlock()
@@ -170,12 +181,11 @@ func (c *Cluster) WaitReady(i int, timeout time.Duration) error {
 }
 
 // Stop stops member i gracefully (a graceful stop of the leader hands
-// leadership over by itself, as etcd does on SIGTERM), in embed's order:
-// client servers first (waiting for open client streams, up to etcd's
-// request timeout, so close clients first), then raft and storage. It
-// returns once the member is down and its ports are free; the rest of
-// embed's Close (the peer listener lingers about a second) finishes in the
-// background.
+// leadership over by itself, as etcd does on SIGTERM). Client connections
+// are cut first, as when a host goes down; then embed's Close stops the
+// client servers, raft and storage, in that order. Stop returns once the
+// member is down and its ports are free; the rest of Close (the peer
+// listener lingers about a second) finishes in the background.
 func (c *Cluster) Stop(i int) {
 	m := c.Members[i]
 	m.mu.Lock()
@@ -185,6 +195,8 @@ func (c *Cluster) Stop(i int) {
 	if e == nil {
 		return
 	}
+	m.proxy.setDown(true)
+	m.proxy.cut()
 	go e.Close()
 	<-e.Server.StopNotify()
 	for _, l := range e.Clients {
@@ -328,6 +340,9 @@ func (c *Cluster) Close() {
 	wg.Wait()
 	if lead >= 0 {
 		c.Stop(lead)
+	}
+	for _, m := range c.Members {
+		m.proxy.close()
 	}
 }
 
