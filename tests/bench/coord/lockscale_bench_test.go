@@ -105,8 +105,17 @@ func TestLockAtScale(t *testing.T) {
 		grants, releases    []time.Time
 		allQueued           time.Time
 		failures            atomic.Int64
-		firstErr            atomic.Value
+		errMu               sync.Mutex
+		firstErr            error
 	)
+	fail := func(err error) {
+		failures.Add(1)
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		errMu.Unlock()
+	}
 	quiet := slog.New(slog.DiscardHandler)
 	stateBase := t.TempDir()
 	var wg sync.WaitGroup
@@ -138,8 +147,7 @@ func TestLockAtScale(t *testing.T) {
 			})
 			if err != nil {
 				if ctx.Err() == nil {
-					failures.Add(1)
-					firstErr.CompareAndSwap(nil, err)
+					fail(fmt.Errorf("%s acquiring: %w", node, err))
 				}
 				return
 			}
@@ -157,8 +165,7 @@ func TestLockAtScale(t *testing.T) {
 			rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer rcancel()
 			if err := l.Release(rctx); err != nil {
-				failures.Add(1)
-				firstErr.CompareAndSwap(nil, err)
+				fail(fmt.Errorf("%s releasing: %w", node, err))
 			}
 		}(i)
 	}
@@ -209,10 +216,11 @@ Bounded at %v: %d of %d sessions got their slot in %.1f s (all queued: %v).
 		t.Errorf("clients saw %d grants, etcd recorded %d", nGrants, audit.Grants)
 	}
 	if f := failures.Load(); f > 0 {
-		t.Errorf("%d sessions failed, first: %v", f, firstErr.Load())
+		t.Errorf("%d sessions failed, first: %v", f, firstErr)
 	}
-	if nGrants < slots*10 {
-		t.Errorf("only %d grants within %v: too few to measure", nGrants, bound)
+	// Slowness is a finding reported above; no hand-off at all is no result.
+	if len(ho) == 0 {
+		t.Errorf("only %d grants within %v: no hand-off measured", nGrants, bound)
 	}
 }
 
