@@ -162,6 +162,9 @@ func New(o Options, d Deps) (*Stager, error) {
 	if len(o.OstreeArgv) == 0 {
 		o.OstreeArgv = []string{"ostree"}
 	}
+	if len(o.ModprobeArgv) == 0 {
+		o.ModprobeArgv = []string{"modprobe"} // bfq is a module on most kernels
+	}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
