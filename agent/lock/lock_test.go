@@ -326,3 +326,50 @@ func TestOperatorRelease(t *testing.T) {
 		t.Errorf("releasing an unknown node = %v, %v; want false, nil", ok, err)
 	}
 }
+
+// TestWaiterLeavesQueue: a waiter that releases (its update was withdrawn)
+// leaves the queue without touching the holder, and the next waiter moves up.
+func TestWaiterLeavesQueue(t *testing.T) {
+	f := newFixture(t)
+	ctx := ctxT(t, 20*time.Second)
+	a := f.lock(f.opts("a", 1, 30*time.Second, ""))
+	if _, err := a.Acquire(ctx, "c1", nil); err != nil {
+		t.Fatal(err)
+	}
+	b := f.lock(f.opts("b", 1, 30*time.Second, ""))
+	c := f.lock(f.opts("c", 1, 30*time.Second, ""))
+	bctx, bcancel := context.WithCancel(ctx)
+	bQueued := make(chan struct{})
+	bDone := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(bctx, "c1", func(lock.Position) { close(bQueued) })
+		bDone <- err
+	}()
+	<-bQueued
+	positions := make(chan lock.Position, 4)
+	cDone := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, "c1", func(p lock.Position) { positions <- p })
+		cDone <- err
+	}()
+	if p := <-positions; p.Ahead != 1 {
+		t.Fatalf("c queued with %d ahead, want 1", p.Ahead)
+	}
+	bcancel()
+	<-bDone
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-positions; p.Holder || p.Ahead != 0 {
+		t.Errorf("after b left, c is at %+v; want first waiter", p)
+	}
+	if err := a.Fenced(ctx, clientv3.OpPut("/update-agent/workers/note", "x")); err != nil {
+		t.Errorf("holder lost its slot when a waiter left: %v", err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-cDone; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -207,6 +207,24 @@ func (c *Cluster) Stop(i int) {
 	}
 }
 
+// kill stops member i without a leadership hand-over. Only for Close: with
+// no client connected (the proxy refuses them), no request can reach the
+// storage HardStop closes.
+func (c *Cluster) kill(i int) {
+	m := c.Members[i]
+	m.mu.Lock()
+	e := m.etcd
+	m.etcd = nil
+	m.mu.Unlock()
+	if e == nil {
+		return
+	}
+	m.proxy.setDown(true)
+	m.proxy.cut()
+	e.Server.HardStop()
+	go e.Close()
+}
+
 // Restart starts a stopped member i again from its data directory and waits
 // until it serves.
 func (c *Cluster) Restart(i int) error {
@@ -323,23 +341,17 @@ func (c *Cluster) clientTLS() *tls.Config {
 
 // Close stops every member; Start registers it with t.Cleanup.
 func (c *Cluster) Close() {
-	// Followers first, together, then the leader: stopping everyone at once
-	// would have the leader wait for a hand-over nobody can take.
+	// Followers first, then the leader without a hand-over: a graceful
+	// stop of the last member waits seconds trying to hand leadership to
+	// peers that are gone.
 	lead := c.LeaderIndex()
-	var wg sync.WaitGroup
 	for i := range c.Members {
-		if i == lead {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		if i != lead {
 			c.Stop(i)
-		}()
+		}
 	}
-	wg.Wait()
 	if lead >= 0 {
-		c.Stop(lead)
+		c.kill(lead)
 	}
 	for _, m := range c.Members {
 		m.proxy.close()
