@@ -176,6 +176,7 @@ func (n *node) update(ctx context.Context) error {
 		return err
 	}
 	// 2. With the slot: healthy peers, quorum, leadership moved away.
+	moveFailures := 0
 	for {
 		s, _, err := n.situation(ctx)
 		if err != nil {
@@ -186,8 +187,13 @@ func (n *node) update(ctx context.Context) error {
 			break
 		}
 		if d.Verdict == etcdmember.MoveLeadership {
+			// A failed move is retried after the next health check, as the
+			// engine does; the leader-change count still has to come out 1.
 			if _, err := n.cl.MoveLeaderAway(ctx, n.w.isUpdated); err != nil {
-				return err
+				if moveFailures++; moveFailures > 5 {
+					return err
+				}
+				n.w.t.Logf("%s: moving leadership (will retry): %v", n.name, err)
 			}
 			continue
 		}
