@@ -188,7 +188,7 @@ func printStatus(w io.Writer, r statusReport, now time.Time) {
 			if e.LocalMember != "" {
 				role = "local member " + e.LocalMember
 				if e.LocalMember == e.Leader {
-					role += " (LEADER: moves leadership away before rebooting)"
+					role += " (the leader)"
 				}
 			}
 			line("etcd", "leader %s; %s", orNone(e.Leader), role)

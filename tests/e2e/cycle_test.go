@@ -1,0 +1,345 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/update-agent/update-agent/tests/guest"
+)
+
+// cycleConfig is the agent's configuration for one full cycle in the guest:
+// a single-member etcd on the host itself, so quorum cannot survive this
+// node's reboot by definition and leadership has nowhere to go: those two
+// checks are off here (tests/cycle covers them with three members).
+const cycleConfig = `[agent]
+check_interval = "30s"
+check_jitter = "0s"
+node_name = "guest"
+[lock]
+group = "e2e"
+reboot_lease_ttl = "15m"
+[etcd]
+endpoints = ["http://127.0.0.1:2379"]
+[leader]
+move_leader = false
+require_quorum = false
+[staging]
+paths = ["/var/lib/rpm-ostree-standin"]
+scheduler = "bfq"
+[guard]
+metrics_url = "http://127.0.0.1:2381/metrics"
+`
+
+const etcdUnit = `[Unit]
+Description=etcd (update-agent e2e)
+RequiresMountsFor=/var/lib/data
+[Service]
+Type=notify
+ExecStart=/usr/local/bin/etcd --name m0 --data-dir /var/lib/data/etcd \
+  --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+  --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+  --initial-cluster m0=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381
+Restart=on-failure
+[Install]
+WantedBy=multi-user.target
+`
+
+func cycleModuleRoot(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil || strings.TrimSpace(string(out)) == "" {
+		t.Fatalf("finding the module root (go env GOMOD): %v", err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out)))
+}
+
+// cycleInstall builds the agent, the rpm-ostree stand-in, mkupdate and a
+// current etcd server on the host and installs them in the guest as the
+// RPM and a real host would have them.
+func cycleInstall(t *testing.T, g *guest.Guest) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	root := cycleModuleRoot(t)
+	stage := filepath.Join(t.TempDir(), "ua-cycle")
+	if err := os.Mkdir(stage, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for bin, pkg := range map[string]string{
+		"update-agent": "./cmd/update-agent",
+		"rpm-ostree":   "./tests/rpmostree/cmd/rpm-ostree",
+		"mkupdate":     "./tests/mkupdate",
+	} {
+		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(stage, bin), pkg)
+		build.Dir = root
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
+	}
+	buildEtcd(t, ctx, filepath.Join(stage, "etcd"))
+	files := map[string]string{
+		"units/update-agent.service":                             "/usr/lib/systemd/system/update-agent.service",
+		"units/update-agent.tmpfiles.conf":                       "/usr/lib/tmpfiles.d/update-agent.conf",
+		"packaging/config.d/00-defaults.toml":                    "/usr/lib/update-agent/config.d/00-defaults.toml",
+		"tests/rpmostree/units/rpm-ostreed.service":              "/etc/systemd/system/rpm-ostreed.service",
+		"tests/rpmostree/units/ostree-finalize-staged.service":   "/etc/systemd/system/ostree-finalize-staged.service",
+		"tests/rpmostree/units/rpm-ostree-standin.tmpfiles.conf": "/etc/tmpfiles.d/rpm-ostree-standin.conf",
+	}
+	script := []string{"set -e", "cd /root/ua-cycle",
+		"install -m0755 update-agent rpm-ostree /usr/bin/",
+		"install -m0755 mkupdate etcd /usr/local/bin/",
+		"install -Dm0644 50-e2e.toml /etc/update-agent/config.d/50-e2e.toml",
+		"install -m0644 etcd.service /etc/systemd/system/",
+	}
+	for src, dst := range files {
+		b, err := os.ReadFile(filepath.Join(root, src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Base(src)
+		if err := os.WriteFile(filepath.Join(stage, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		script = append(script, fmt.Sprintf("install -Dm0644 %s %s", name, dst))
+	}
+	for name, content := range map[string]string{"50-e2e.toml": cycleConfig, "etcd.service": etcdUnit} {
+		if err := os.WriteFile(filepath.Join(stage, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk := func(gen int) string {
+		return fmt.Sprintf("mkupdate -repo /var/lib/data/updates -ref os/stable -size 128MiB -files 1000 -mode bare-user -workdir /var/lib/data/mkupdate -generation %d", gen)
+	}
+	script = append(script,
+		"echo bfq >/etc/modules-load.d/bfq.conf; modprobe bfq || true",
+		"systemd-tmpfiles --create /usr/lib/tmpfiles.d/update-agent.conf /etc/tmpfiles.d/rpm-ostree-standin.conf",
+		mk(0)+" >/dev/null",
+		"rpm-ostree standin-init --osname=fedora-coreos --remote=fedora --url=file:///var/lib/data/updates os/stable",
+		"systemctl daemon-reload",
+		"systemctl enable --now etcd.service rpm-ostreed.service ostree-finalize-staged.service",
+		"rpm-ostree status --json >/dev/null",
+		mk(1)+" >/root/target",
+	)
+	g.MustRun(t, "rm -rf /root/ua-cycle")
+	if err := g.CopyIn(ctx, stage, "/root/ua-cycle"); err != nil {
+		t.Fatal(err)
+	}
+	g.MustRun(t, strings.Join(script, "\n"))
+}
+
+// etcdVersion is the etcd server the guest runs: the one go.mod pins for the
+// client (Debian's etcd-server is the old 3.4).
+const etcdVersion = "v3.7.3"
+
+// buildEtcd builds the etcd server (the module's main package) in a module
+// of its own: built inside ours, its command-line dependencies would have to
+// be in our go.sum. The binary is cached next to the guest image.
+func buildEtcd(t *testing.T, ctx context.Context, dst string) {
+	t.Helper()
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := filepath.Join(cache, "update-agent-guest", "etcd-"+etcdVersion)
+	if _, err := os.Stat(cached); err != nil {
+		dir := t.TempDir()
+		for _, argv := range [][]string{
+			{"go", "mod", "init", "etcdbuild"},
+			{"go", "get", "go.etcd.io/etcd/server/v3@" + etcdVersion},
+			{"go", "build", "-trimpath", "-o", cached + ".tmp", "go.etcd.io/etcd/server/v3"},
+		} {
+			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("building etcd: %s: %v\n%s", strings.Join(argv, " "), err, out)
+			}
+		}
+		if err := os.Rename(cached+".tmp", cached); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(cached)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// guestBootID returns the guest's boot ID, or "" while it cannot be reached.
+func guestBootID(g *guest.Guest) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _, code, err := g.Run(ctx, "cat /proc/sys/kernel/random/boot_id")
+	if err != nil || code != 0 {
+		return ""
+	}
+	return strings.TrimSpace(out)
+}
+
+type agentStatus struct {
+	Engine struct {
+		State struct {
+			Phase    string         `json:"phase"`
+			Locked   string         `json:"locked"`
+			Queued   bool           `json:"queued"`
+			Failures map[string]any `json:"failures"`
+		} `json:"state"`
+		Action struct {
+			Kind   string `json:"kind"`
+			Reason string `json:"reason"`
+		} `json:"action"`
+		OS struct {
+			Booted struct{ Checksum string }  `json:"booted"`
+			Staged *struct{ Checksum string } `json:"staged"`
+		} `json:"os"`
+	} `json:"engine"`
+	Lock *struct {
+		Holders []any `json:"holders"`
+		Waiters []any `json:"waiters"`
+		Pending []any `json:"pending"`
+	} `json:"lock"`
+}
+
+func status(t *testing.T, g *guest.Guest) (agentStatus, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, _, code, err := g.Run(ctx, "update-agent status --json")
+	var s agentStatus
+	if err != nil || code != 0 || json.Unmarshal([]byte(out), &s) != nil {
+		return s, false
+	}
+	return s, true
+}
+
+// TestFullCycle is one whole update in a real systemd guest: the agent
+// stages the update under its policy (transient unit, bfq, drop-in on
+// rpm-ostreed), takes the slot in a real etcd, finalizes, the guest really
+// reboots into the target, and the agent releases the slot after checking
+// its member, all read back from the agent's status and journal.
+func TestFullCycle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	g, err := guest.Start(ctx, guest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Stop)
+	cycleInstall(t, g)
+	target := strings.TrimSpace(g.MustRun(t, "cat /root/target"))
+	boot0 := guestBootID(g)
+	start := time.Now()
+	g.MustRun(t, "systemctl enable --now update-agent.service")
+
+	// Staging: the policy is visible while it runs.
+	var sawUnit, sawDropIn, sawBFQ string
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reboot within 10 minutes; agent:\n%s", g.MustRun(t, "update-agent status; journalctl -u update-agent -b --no-pager | tail -40"))
+		}
+		b := guestBootID(g)
+		if b != "" && b != boot0 {
+			break
+		}
+		if b == "" {
+			time.Sleep(2 * time.Second)
+			continue
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+		out, _, _, _ := g.Run(rctx, "systemctl show -p ActiveState,IOSchedulingClass,IOWeight,CPUWeight update-agent-staging.service; "+
+			"ls /run/systemd/system/rpm-ostreed.service.d/ 2>/dev/null; cat /sys/block/vda/queue/scheduler")
+		rcancel()
+		if strings.Contains(out, "ActiveState=active") {
+			sawUnit = out
+			if strings.Contains(out, "50-update-agent-staging.conf") {
+				sawDropIn = out
+			}
+			if strings.Contains(out, "[bfq]") {
+				sawBFQ = out
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("rebooted %s after the agent started; while staging:\n%s", time.Since(start).Round(time.Second), sawBFQ)
+	if !containsAny(sawUnit, "IOSchedulingClass=3", "IOSchedulingClass=idle") || !strings.Contains(sawUnit, "IOWeight=10") ||
+		!containsAny(sawUnit, "CPUWeight=idle", "CPUWeight=0\n") {
+		t.Errorf("staging unit's policy never seen while staging: %q", sawUnit)
+	}
+	if sawDropIn == "" || sawBFQ == "" {
+		t.Errorf("while staging: drop-in seen %v, bfq seen %v", sawDropIn != "", sawBFQ != "")
+	}
+
+	// After the reboot: booted is the target, the slot is released.
+	var s agentStatus
+	deadline = time.Now().Add(5 * time.Minute)
+	for {
+		var ok bool
+		s, ok = status(t, g)
+		if ok && s.Engine.State.Phase == "idle" && s.Engine.Action.Kind == "wait" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent not idle after the reboot: %+v\n%s", s, g.MustRun(t, "journalctl -u update-agent -b --no-pager | tail -40"))
+		}
+		time.Sleep(2 * time.Second)
+	}
+	t.Logf("idle with the target booted %s after the agent started", time.Since(start).Round(time.Second))
+	if s.Engine.OS.Booted.Checksum != target || s.Engine.OS.Staged != nil || s.Engine.State.Queued || len(s.Engine.State.Failures) > 0 {
+		t.Errorf("after the cycle: %+v (target %s)", s.Engine, target)
+	}
+	if s.Lock == nil || len(s.Lock.Holders)+len(s.Lock.Waiters)+len(s.Lock.Pending) > 0 {
+		t.Errorf("lock after the cycle: %+v", s.Lock)
+	}
+	if sch := g.MustRun(t, "cat /sys/block/vda/queue/scheduler"); strings.Contains(sch, "[bfq]") {
+		t.Errorf("bfq still selected after staging: %s", sch)
+	}
+
+	jctx, jcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer jcancel()
+	entries, err := g.Journal(jctx, "update-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		msg, _ := e["MESSAGE"].(string)
+		for _, want := range []string{"staging started", "holding reboot slot", "released reboot slot", "state changed"} {
+			if strings.Contains(msg, want) {
+				seen[want] = true
+			}
+		}
+		if e["STATE"] == "verifying" && e["TARGET_CHECKSUM"] == target && e["_BOOT_ID"] != strings.ReplaceAll(boot0, "-", "") {
+			seen["verifying after the reboot"] = true
+		}
+		if _, ok := e["WAIT_REASON"]; ok {
+			seen["wait_reason field"] = true
+		}
+	}
+	for _, want := range []string{"staging started", "holding reboot slot", "released reboot slot", "state changed", "verifying after the reboot", "wait_reason field"} {
+		if !seen[want] {
+			t.Errorf("journal of update-agent lacks %q", want)
+		}
+	}
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
