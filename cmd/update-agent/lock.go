@@ -18,7 +18,7 @@ import (
 
 // lockTimeout bounds an operator's lock command: etcd answers in
 // milliseconds or is not reachable.
-const lockTimeout = 30 * time.Second
+const lockTimeout = 10 * time.Second
 
 // runLock is `update-agent lock status|release`: the operator's view of the
 // reboot semaphore and override for a node that will not come back.
