@@ -45,6 +45,13 @@ func (l *Lock) Acquire(ctx context.Context, target string, onPosition func(Posit
 		return Position{}, fmt.Errorf("acquiring reboot slot: %w", err)
 	}
 	rec := Record{Node: l.o.Node, BootID: l.o.BootID, Target: target, Member: l.o.Member, QueuedAt: l.o.Now().UTC()}
+	if prev, err := l.cli.Get(ctx, l.holderKey()); err == nil && len(prev.Kvs) == 1 {
+		// Re-entering (after a restart): keep the time we first queued.
+		var old Record
+		if json.Unmarshal(prev.Kvs[0].Value, &old) == nil && !old.QueuedAt.IsZero() {
+			rec.QueuedAt = old.QueuedAt
+		}
+	}
 	// A Put on an existing key keeps its CreateRevision: re-entering never
 	// loses the place.
 	if err := l.putJSON(ctx, l.holderKey(), rec, s.Lease()); err != nil {
