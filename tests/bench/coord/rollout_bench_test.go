@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,7 +97,7 @@ func TestRollingUpdates(t *testing.T) {
 		}
 		sums = append(sums, Summarize(mode.name, rs))
 	}
-	writeResult(t, "rollouts.md", fmt.Sprintf("## Rolling updates\n\n3-member etcd (heartbeat 10 ms, election 100 ms, embedded, loopback), 3 agents, %d rollouts per mode from random initial leaders, agents queueing in random order; a reboot is a graceful stop, 200 ms down, restart until the member serves.\n\n%s\n", n, RolloutTable(sums)))
+	writeResult(t, "rollouts.md", fmt.Sprintf("## Rolling updates\n\n3-member etcd (heartbeat 10 ms, election 100 ms, embedded, loopback), 3 agents, %d rollouts per mode from random initial leaders, agents queueing in random order; a reboot is a graceful stop, 200 ms down, restart until the member serves. etcd calls retried after a member went down (as the agent's ports do): %d.\n\n%s\n", n, retries.Load(), RolloutTable(sums)))
 	if aware := sums[0]; aware.LeaderChanges.Max > 1 || aware.LeaderNotLast > 0 {
 		t.Errorf("leader-aware rollouts: leader changes %v, leader not last %d times", aware.LeaderChanges, aware.LeaderNotLast)
 	}
@@ -163,10 +164,26 @@ func rollout[A any](ctx context.Context, c *etcdtest.Cluster, p etcdmember.Polic
 	}, nil
 }
 
+// retry calls f until it succeeds, as the agent's ports do: a member going
+// down cuts the connections of the clients using it.
+func retry(ctx context.Context, what string, f func() error) error {
+	var err error
+	for attempt := 0; attempt < 50; attempt++ {
+		if err = f(); err == nil || ctx.Err() != nil {
+			return err
+		}
+		retries.Add(1)
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+var retries atomic.Int64
+
 // runAgent is one node's pass through the reboot part of the flow, with the
 // real lock and the real ordering rules.
 func runAgent(ctx context.Context, c *etcdtest.Cluster, i int, lk *lock.Lock, cl *etcdmember.Cluster, name string, p etcdmember.Policy, target string, announced *sync.WaitGroup, jitter time.Duration) (time.Duration, error) {
-	if err := lk.Announce(ctx, target); err != nil {
+	if err := retry(ctx, "announcing", func() error { return lk.Announce(ctx, target) }); err != nil {
 		return 0, err
 	}
 	// A rollout starts once every node has the update staged and announced.
@@ -174,21 +191,30 @@ func runAgent(ctx context.Context, c *etcdtest.Cluster, i int, lk *lock.Lock, cl
 	announced.Wait()
 	time.Sleep(jitter)
 	for {
-		h, err := cl.Health(ctx)
-		if err != nil {
-			return 0, err
-		}
-		anns, rev, err := lk.Pending(ctx)
-		if err != nil {
-			return 0, err
-		}
-		var pending []string
-		for _, a := range anns {
-			if a.Member != name {
-				pending = append(pending, a.Member)
+		var d etcdmember.Decision
+		var rev int64
+		err := retry(ctx, "checking the leader rules", func() error {
+			h, err := cl.Health(ctx)
+			if err != nil {
+				return err
 			}
+			anns, r, err := lk.Pending(ctx)
+			if err != nil {
+				return err
+			}
+			var pending []string
+			for _, a := range anns {
+				if a.Member != name {
+					pending = append(pending, a.Member)
+				}
+			}
+			rev = r
+			d = etcdmember.MayAcquire(p, etcdmember.Situation{Local: name, Health: h, PendingMembers: pending})
+			return nil
+		})
+		if err != nil {
+			return 0, err
 		}
-		d := etcdmember.MayAcquire(p, etcdmember.Situation{Local: name, Health: h, PendingMembers: pending})
 		if d.Verdict == etcdmember.Proceed {
 			break
 		}
@@ -196,20 +222,24 @@ func runAgent(ctx context.Context, c *etcdtest.Cluster, i int, lk *lock.Lock, cl
 			return 0, err
 		}
 	}
-	if _, err := lk.Acquire(ctx, target, nil); err != nil {
+	if err := retry(ctx, "acquiring", func() error { _, err := lk.Acquire(ctx, target, nil); return err }); err != nil {
 		return 0, err
 	}
 	for {
-		h, err := cl.Health(ctx)
+		var d etcdmember.Decision
+		err := retry(ctx, "checking health", func() error {
+			h, err := cl.Health(ctx)
+			d = etcdmember.MayReboot(p, etcdmember.Situation{Local: name, Health: h})
+			return err
+		})
 		if err != nil {
 			return 0, err
 		}
-		d := etcdmember.MayReboot(p, etcdmember.Situation{Local: name, Health: h})
 		if d.Verdict == etcdmember.Proceed {
 			break
 		}
 		if d.Verdict == etcdmember.MoveLeadership {
-			if _, err := cl.MoveLeaderAway(ctx, nil); err != nil {
+			if err := retry(ctx, "moving leadership", func() error { _, err := cl.MoveLeaderAway(ctx, nil); return err }); err != nil {
 				return 0, err
 			}
 			continue
@@ -227,7 +257,7 @@ func runAgent(ctx context.Context, c *etcdtest.Cluster, i int, lk *lock.Lock, cl
 		return 0, err
 	}
 	missing := time.Since(down)
-	return missing, lk.Release(ctx)
+	return missing, retry(ctx, "releasing", func() error { return lk.Release(ctx) })
 }
 
 // moveLeaderTo makes member i the leader, as a random starting point.
