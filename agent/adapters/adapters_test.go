@@ -7,6 +7,7 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/update-agent/update-agent/agent/engine"
 	"github.com/update-agent/update-agent/agent/oplog"
@@ -100,8 +101,16 @@ func TestOSAdapter(t *testing.T) {
 	if err := os.Finalize(ctx, want); err != nil {
 		t.Fatal(err)
 	}
-	if !env.Rebooted() {
+	// The daemon runs the reboot command once the transaction is over.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if !standintest.WaitFor(wctx, env.Rebooted) {
 		t.Error("finalize did not run the reboot command")
+	}
+	// A process that died before recording its finalize tries again: the
+	// reboot is already under way, which is what it wanted.
+	if err := os.Finalize(ctx, want); err != nil {
+		t.Errorf("finalize while the reboot is under way: %v", err)
 	}
 }
 

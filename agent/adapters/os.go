@@ -70,7 +70,13 @@ func (o OS) Finalize(ctx context.Context, checksum string) error {
 	if d.Target() != checksum {
 		return fmt.Errorf("finalizing %s: staged is %s: %w", checksum, d.Target(), engine.ErrChecksumMismatch)
 	}
-	return mapFinalize(o.Client.Finalize(ctx, d))
+	err = o.Client.Finalize(ctx, d)
+	if errors.Is(err, rpmostree.ErrRebooting) {
+		// An earlier finalize (from a process that died before recording
+		// its result) already unlocked it and started the reboot.
+		return nil
+	}
+	return mapFinalize(err)
 }
 
 // mapFinalize gives rpm-ostree's refusals the engine's meaning, keeping the

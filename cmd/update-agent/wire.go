@@ -53,6 +53,7 @@ type agent struct {
 	engine  *engine.Engine
 	window  engine.Window
 	lockPos lockPosition
+	status  func(string)
 }
 
 // rooted prefixes an absolute host path with --root (tests, the guest).
@@ -66,7 +67,7 @@ func rooted(root, p string) string {
 // wire builds the agent from cfg. It talks to nothing yet: etcd may come up
 // after the agent, and every port retries on its own.
 func wire(cfg *config.Config, root string, log *slog.Logger, status func(string), beat func()) (*agent, error) {
-	a := &agent{cfg: cfg, root: root, log: log, stateDir: rooted(root, cfg.Agent.StateDir)}
+	a := &agent{cfg: cfg, root: root, log: log, stateDir: rooted(root, cfg.Agent.StateDir), status: status}
 	a.node = cfg.Agent.NodeName
 	if a.node == "" || a.node == "auto" {
 		h, err := os.Hostname()
@@ -160,8 +161,13 @@ func (a *agent) wireEtcd() error {
 	a.etcd = cli
 	member := etcdmember.New(cli, etcdmember.Options{LocalName: c.Etcd.Member, Log: a.log})
 	a.lock = &adapters.Lock{
-		Node:       a.node,
-		OnPosition: a.lockPos.set,
+		Node: a.node,
+		OnPosition: func(p lock.Position) {
+			a.lockPos.set(p)
+			if a.status != nil && !p.Holder {
+				a.status(fmt.Sprintf("waiting_slot: waiting for a reboot slot of group %s: %d node(s) ahead, %d slot(s)", c.Lock.Group, p.Ahead, p.Slots))
+			}
+		},
 		Make: func(ctx context.Context) (*lock.Lock, error) {
 			m, found, err := member.Local(ctx)
 			if err != nil {

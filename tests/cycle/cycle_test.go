@@ -173,12 +173,18 @@ func (r *rollout) crash(n *node) {
 // at a time through the lock, followers first and the leader last after
 // handing leadership over, and each releases its slot once its member is
 // healthy again.
-func TestRollingUpdate(t *testing.T) { rollingUpdate(t, 0) }
+func TestRollingUpdate(t *testing.T) {
+	t.Parallel()
+	rollingUpdate(t, 0)
+}
 
 // TestRollingUpdateWithCrashes: the same while agents are killed and
 // restarted every 300 ms, wherever they are: each resumes from its record
 // and the lock's, and the rollout ends the same way.
-func TestRollingUpdateWithCrashes(t *testing.T) { rollingUpdate(t, 300*time.Millisecond) }
+func TestRollingUpdateWithCrashes(t *testing.T) {
+	t.Parallel()
+	rollingUpdate(t, 300*time.Millisecond)
+}
 
 func rollingUpdate(t *testing.T, crashEvery time.Duration) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
