@@ -23,12 +23,13 @@ type harness struct {
 	dir   string
 	clock *clockwork.FakeClock
 	pol   Policy
-	saves int // saves made by the last process
+	saves int   // saves made by the last process
+	disk  Store // the state directory, surviving processes
 }
 
 func newHarness(t *testing.T) *harness {
 	pol := testPolicy()
-	return &harness{t: t, w: newWorld(), dir: t.TempDir(), clock: clockwork.NewFakeClockAt(t0), pol: pol}
+	return &harness{t: t, w: newWorld(), dir: t.TempDir(), clock: clockwork.NewFakeClockAt(t0), pol: pol, disk: &memDisk{}}
 }
 
 // done: the cycle is over when the host runs the target and the engine
@@ -75,7 +76,7 @@ func (h *harness) run(store Store) (Snapshot, error) {
 }
 
 func (h *harness) record() state.State {
-	st, err := state.Store{Dir: h.dir}.Load()
+	st, err := h.disk.Load()
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func (h *harness) untilDone() Snapshot {
 		if h.w.rebootPending {
 			h.w.reboot(true)
 		}
-		snap, err := h.run(state.Store{Dir: h.dir})
+		snap, err := h.run(h.disk)
 		if err != nil {
 			h.t.Fatalf("agent failed: %v", err)
 		}
@@ -120,6 +121,7 @@ func TestFullCycle(t *testing.T) {
 	for _, leader := range []bool{false, true} {
 		t.Run(fmt.Sprintf("leader=%v", leader), func(t *testing.T) {
 			h := newHarness(t)
+			h.disk = state.Store{Dir: h.dir} // the real record, fsync and all
 			h.w.leader = leader
 			h.untilDone()
 			h.checkEnd()
@@ -142,7 +144,7 @@ func cycleSaves(t *testing.T, leader bool) int {
 		if h.w.rebootPending {
 			h.w.reboot(true)
 		}
-		ks := &killStore{Store: state.Store{Dir: h.dir}}
+		ks := &killStore{Store: h.disk}
 		snap, err := h.run(ks)
 		if err != nil {
 			t.Fatal(err)
@@ -181,7 +183,7 @@ func TestKillAtEveryStep(t *testing.T) {
 							if h.w.rebootPending {
 								h.w.reboot(true)
 							}
-							ks := &killStore{Store: state.Store{Dir: h.dir}, at: left, written: written}
+							ks := &killStore{Store: h.disk, at: left, written: written}
 							_, err := h.run(ks)
 							killed = errors.Is(err, errKilled)
 							left -= ks.n
@@ -215,7 +217,7 @@ func TestKillDuringStaging(t *testing.T) {
 	h := newHarness(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.w.onStageStep = func() error { cancel(); return context.Canceled }
-	e := New(Options{OS: h.w, Stager: h.w, Lock: h.w, Cluster: h.w, Hooks: h.w, Store: state.Store{Dir: h.dir},
+	e := New(Options{OS: h.w, Stager: h.w, Lock: h.w, Cluster: h.w, Hooks: h.w, Store: h.disk,
 		BootID: func() (string, error) { return "boot-1", nil }, Policy: h.pol, Clock: h.clock,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := e.Run(ctx); err != nil {
@@ -237,7 +239,7 @@ func TestAlreadyUnlockedNeverLoops(t *testing.T) {
 	h.w.stageNoLock = 1000
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	e := New(Options{OS: h.w, Stager: h.w, Lock: h.w, Cluster: h.w, Hooks: h.w, Store: state.Store{Dir: h.dir},
+	e := New(Options{OS: h.w, Stager: h.w, Lock: h.w, Cluster: h.w, Hooks: h.w, Store: h.disk,
 		BootID: func() (string, error) { return "boot-1", nil }, Policy: h.pol, Clock: h.clock,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	go e.Run(ctx)
@@ -271,7 +273,7 @@ func TestFailedHookReleasesSlot(t *testing.T) {
 	h.w.hookErr = errors.New("drain: timed out")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	e := New(Options{OS: h.w, Stager: h.w, Lock: h.w, Cluster: h.w, Hooks: h.w, Store: state.Store{Dir: h.dir},
+	e := New(Options{OS: h.w, Stager: h.w, Lock: h.w, Cluster: h.w, Hooks: h.w, Store: h.disk,
 		BootID: func() (string, error) { return "boot-1", nil }, Policy: h.pol, Clock: h.clock,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	errc := make(chan error, 1)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -266,7 +267,7 @@ func (w *world) Run(ctx context.Context) error {
 // either right after the record reached the disk (killed before acting on
 // it) or right before (killed after the previous action finished).
 type killStore struct {
-	state.Store
+	Store
 	n, at   int
 	written bool
 }
@@ -284,4 +285,35 @@ func (k *killStore) Save(st state.State) error {
 		}
 	}
 	return errKilled
+}
+
+// memDisk is the harness's state directory in memory: what a process saved
+// survives it, as bytes. (state.Store's atomic, durable writes are tested
+// in agent/state; the kill tests are about what was saved, and fsync on a
+// busy machine would make them slow.)
+type memDisk struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (m *memDisk) Load() (state.State, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.b == nil {
+		return state.State{Phase: state.Idle}, nil
+	}
+	var st state.State
+	err := json.Unmarshal(m.b, &st)
+	return st, err
+}
+
+func (m *memDisk) Save(st state.State) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.b = b
+	m.mu.Unlock()
+	return nil
 }
