@@ -176,7 +176,8 @@ func lastLine(s string) string {
 }
 
 // MakeUpdates makes the small base commit and the big update in the update
-// repo and returns their checksums.
+// repo and returns their checksums. Both are commits of os/stable (pulls
+// check the ref binding); Reset points the ref at one or the other.
 func MakeUpdates(ctx context.Context, g Guest, size string, files int) (base, update string, err error) {
 	if _, err := sh(ctx, g, "rm -rf "+UpdateRepo+" /var/tmp/mkupdate-*"); err != nil {
 		return "", "", err
@@ -184,12 +185,12 @@ func MakeUpdates(ctx context.Context, g Guest, size string, files int) (base, up
 	// bare-user: pulling it costs no decompression, so a TCG guest's scarce
 	// CPU goes to the writing under test.
 	mk := "mkupdate -repo " + UpdateRepo + " -mode bare-user"
-	out, err := sh(ctx, g, mk+" -ref os/base -size 16MiB -files 200 -seed 7 -generation 1")
+	out, err := sh(ctx, g, mk+" -ref os/stable -size 16MiB -files 200 -seed 7 -generation 1")
 	if err != nil {
 		return "", "", err
 	}
 	base = strings.TrimSpace(lastLine(out))
-	out, err = sh(ctx, g, fmt.Sprintf("%s -ref os/update -size %s -files %d -seed 8 -generation 1", mk, size, files))
+	out, err = sh(ctx, g, fmt.Sprintf("%s -ref os/stable -size %s -files %d -seed 8 -generation 1", mk, size, files))
 	if err != nil {
 		return "", "", err
 	}
@@ -233,7 +234,7 @@ func Reset(ctx context.Context, g Guest, base, update string) error {
 	_, err := sh(ctx, g, strings.Join([]string{
 		"systemctl stop update-agent rpm-ostreed 2>/dev/null; systemctl reset-failed update-agent rpm-ostreed 2>/dev/null; true",
 		"(umount " + SysrootDir + " 2>/dev/null; true)",
-		"rm -rf " + DataDir + "/sysroot /run/rpm-ostree-standin/* /var/lib/update-agent /etc/update-agent/config.d/* /run/systemd/system/rpm-ostreed.service.d",
+		"rm -rf " + DataDir + "/sysroot /run/rpm-ostree-standin/* /etc/ostree/remotes.d/fedora.conf /var/lib/update-agent /etc/update-agent/config.d/* /run/systemd/system/rpm-ostreed.service.d",
 		"mkdir -p " + DataDir + "/sysroot " + SysrootDir,
 		"mount --bind " + DataDir + "/sysroot " + SysrootDir,
 		"echo " + base + " > " + UpdateRepo + "/refs/heads/os/stable",

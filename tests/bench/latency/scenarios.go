@@ -70,10 +70,10 @@ func (s Scenario) Load(d Disk) string {
 	return l
 }
 
-// The update-agent configuration every Agent scenario starts from: the
-// shipped defaults, with what the guest needs (no lock: the guest is a
-// one-node cluster that must not reboot; the disk behind the sysroot; the
-// etcd member's unit and metrics).
+// The update-agent configuration every Agent scenario starts from (it runs
+// `update-agent stage-once`: no lock, no reboot): the shipped defaults, with
+// what the guest needs (the disks behind the sysroot and etcd, the etcd
+// member's unit and metrics).
 const agentBase = `
 [agent]
 check_interval = "10m"
@@ -82,9 +82,6 @@ check_jitter = "0s"
 paths = ["/var/lib/rpm-ostree-standin", "/var/lib/data", "/var/lib/etcdfs"]
 [lock]
 enabled = false
-[reboot]
-strategy = "periodic"
-windows = []
 [etcd]
 local_unit = "bench-etcd.service"
 [guard]
