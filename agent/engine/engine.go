@@ -367,6 +367,9 @@ func (e *Engine) record(prev, st state.State, ev Event, act Action, obs Obs) {
 			e.o.Metrics.Failed(act.Failed)
 		}
 	}
+	if st.LastError != "" && st.LastError != prev.LastError && act.Failed == "" {
+		e.log.Warn(st.LastError, "state", st.Phase, "target_checksum", st.Target.Checksum, "event", ev.eventName())
+	}
 	if prev.Phase != st.Phase {
 		e.log.Info("state changed", "from", prev.Phase, "state", st.Phase, "target_checksum", st.Target.Checksum, "event", ev.eventName())
 	}

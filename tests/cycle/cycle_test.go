@@ -276,3 +276,129 @@ func rollingUpdate(t *testing.T, crashEvery time.Duration) {
 	}
 	t.Logf("reboot order %v (first leader %s), leaders %v, agent crashes %d", r.reboots, r.nodes[firstLeader].name, leaders, crashes)
 }
+
+// gate is a reboot window a test opens.
+type gate struct {
+	mu   sync.Mutex
+	open bool
+}
+
+func (g *gate) Contains(time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.open
+}
+
+func (g *gate) Next(t time.Time) time.Time {
+	if g.Contains(t) {
+		return t
+	}
+	return t.Add(100 * time.Millisecond) // look again soon
+}
+
+// TestUnplannedRebootWhileStaged: a power cut while the update waits for
+// its window loses the locked staged deployment (as on a real host: it lives
+// in /run), and the agent stages it again; once the window opens the cycle
+// completes.
+func TestUnplannedRebootWhileStaged(t *testing.T) {
+	t.Parallel()
+	env := standintest.New(t, bin)
+	target := env.Publish(env.Ref, 1)
+	dir := t.TempDir()
+	var logb syncBuffer
+	log := slog.New(slog.NewTextHandler(&logb, nil))
+	win := &gate{}
+	boot := "boot-1"
+	var (
+		eng    *engine.Engine
+		cancel context.CancelFunc
+		done   chan error
+	)
+	start := func() {
+		client := &rpmostree.Client{Path: bin.RpmOstree, Runner: oplog.Runner{Log: log,
+			Env: env.ClientEnv("update-agent.service"), Interrupt: syscall.SIGINT}}
+		b := boot
+		eng = engine.New(engine.Options{OS: adapters.OS{Client: client}, Stager: adapters.PlainStager{Client: client},
+			Store: state.Store{Dir: dir}, BootID: func() (string, error) { return b, nil }, Log: log,
+			Policy: engine.Policy{CheckInterval: 200 * time.Millisecond, Retry: engine.Backoff{Base: time.Second, Max: time.Second},
+				MaxFailures: 3, Window: win, RecheckInterval: 200 * time.Millisecond, RebootTimeout: time.Minute}})
+		var ctx context.Context
+		ctx, cancel = context.WithCancel(context.Background())
+		done = make(chan error, 1)
+		go func() { done <- eng.Run(ctx) }()
+	}
+	stop := func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		stop()
+		if t.Failed() {
+			t.Logf("agent log:\n%s", logb.String())
+		}
+	}()
+	wait := func(what string, cond func(engine.Snapshot) bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond(eng.Snapshot()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s: %+v", what, eng.Snapshot())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	stagedLocked := func(s engine.Snapshot) bool {
+		return s.State.Phase == state.Staged && s.State.Locked == target && s.OS.Staged != nil && s.OS.Staged.Checksum == target
+	}
+
+	start()
+	wait("staged, waiting for the window", stagedLocked)
+	stop()
+	env.UnplannedReboot()
+	boot = "boot-2"
+	out, _, _ := env.CLI("", "status", "--json")
+	if st, _ := rpmostree.ParseStatus([]byte(out)); st != nil {
+		if _, ok := st.Staged(); ok {
+			t.Fatal("the stand-in kept the staged deployment over an unplanned reboot")
+		}
+	}
+	start()
+	wait("staged again after the power cut", stagedLocked)
+	if !strings.Contains(logb.String(), "unplanned reboot discarded the staged deployment") {
+		t.Error("the agent did not say why it stages again")
+	}
+	win.mu.Lock()
+	win.open = true
+	win.mu.Unlock()
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
+	if !standintest.WaitFor(wctx, env.Rebooted) {
+		t.Fatalf("no finalize once the window opened: %+v", eng.Snapshot())
+	}
+	stop()
+	env.PlannedReboot()
+	boot = "boot-3"
+	start()
+	wait("idle on the target", func(s engine.Snapshot) bool {
+		return s.State.Phase == state.Idle && s.OS.Booted.Checksum == target && s.Action.Kind == engine.ActWait
+	})
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
