@@ -150,8 +150,15 @@ func bootID(t *testing.T, g *guest.Guest) string {
 func TestAgentUnit(t *testing.T) {
 	g := guest.Shared(t)
 	version := installAgent(t, g)
+	// Leave the shared guest as this test found it for the next test.
 	t.Cleanup(func() {
-		g.MustRun(t, "systemctl disable --now update-agent; rm -f /etc/tmpfiles.d/ua-test-ostree-booted.conf")
+		g.MustRun(t, strings.Join([]string{
+			"systemctl disable --now update-agent.service rpm-ostreed.service",
+			"rm -rf /etc/tmpfiles.d/ua-test-ostree-booted.conf /etc/update-agent/config.d/50-e2e.toml" +
+				" /etc/systemd/system/rpm-ostreed.service /etc/tmpfiles.d/rpm-ostree-standin.tmpfiles.conf" +
+				" /var/lib/rpm-ostree-standin /run/rpm-ostree-standin /srv/updates /var/lib/update-agent /root/ua-install",
+			"systemctl daemon-reload",
+		}, "\n"))
 	})
 
 	if _, _, code, err := g.Run(context.Background(), "systemctl enable --now update-agent"); err != nil || code != 0 {

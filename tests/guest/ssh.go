@@ -169,16 +169,38 @@ func (g *Guest) Reboot(ctx context.Context) error {
 	g.stopMaster()
 	// Detached, so ssh returns at once instead of hanging on a connection
 	// that dies with the guest.
-	if _, stderr, code, err := g.Run(ctx, "systemd-run --no-block --on-active=1 systemctl reboot"); err != nil || code != 0 {
+	out, stderr, code, err := g.Run(ctx, "date +%s.%N; systemd-run --no-block --on-active=1 systemctl reboot")
+	if err != nil || code != 0 {
 		return fmt.Errorf("rebooting the guest: systemd-run exit %d: %v %s", code, err, stderr)
 	}
+	requested, _ := strconv.ParseFloat(strings.Fields(out + " 0")[0], 64)
+	start := time.Now()
 	if err := g.waitUp(ctx, old); err != nil {
 		return fmt.Errorf("rebooting the guest: %w\n%s", err, g.consoleTail(60))
 	}
 	if err := g.settle(ctx); err != nil {
 		return fmt.Errorf("rebooting the guest: %w\n%s", err, g.consoleTail(60))
 	}
+	fmt.Fprintf(g.opts.Log, "guest: rebooted in %s (%s)\n", time.Since(start).Round(100*time.Millisecond), g.rebootPhases(ctx, requested))
 	return nil
+}
+
+// rebootPhases splits a reboot, in guest clock seconds, into shutdown (the
+// request to the last journal entry of the old boot) and boot (kernel start
+// to now), so a slow reboot says where its time went.
+func (g *Guest) rebootPhases(ctx context.Context, requested float64) string {
+	out, _, code, err := g.Run(ctx, "journalctl -b -1 -n 1 -o json --output-fields=MESSAGE | jq -r .__REALTIME_TIMESTAMP; "+
+		"date +%s.%N; cut -d' ' -f1 /proc/uptime")
+	f := strings.Fields(out)
+	if err != nil || code != 0 || len(f) != 3 || requested == 0 {
+		return "phases unknown"
+	}
+	lastOld, _ := strconv.ParseFloat(f[0], 64)
+	now, _ := strconv.ParseFloat(f[1], 64)
+	up, _ := strconv.ParseFloat(f[2], 64)
+	lastOld /= 1e6
+	return fmt.Sprintf("shutdown %.1fs, reset %.1fs, boot to settled %.1fs",
+		lastOld-requested, now-up-lastOld, up)
 }
 
 // Journal returns journal entries (journalctl -o json) of unit, or of the
