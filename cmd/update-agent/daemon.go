@@ -72,6 +72,9 @@ func runDaemon(env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := a.registerDriver(ctx); err != nil {
+		return err
+	}
 
 	serveCtx, stopServing := context.WithCancel(context.Background())
 	defer stopServing()

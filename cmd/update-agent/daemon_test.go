@@ -154,6 +154,10 @@ enabled = false
 	if !notify.has("booted " + short(booted.Target())) {
 		t.Errorf("READY status does not name the booted deployment: %v", notify.msgs)
 	}
+	out, _, _ = env.CLI("", "status", "--json")
+	if st, err := rpmostree.ParseStatus([]byte(out)); err != nil || st.UpdateDriver == nil || st.UpdateDriver.Name != "update-agent" {
+		t.Errorf("not registered as update driver: %s", out)
+	}
 	sock := filepath.Join(root, control.DefaultSocket)
 	var rep statusReport
 	waitFor(t, "the engine to wait for systemd", func() bool {
@@ -208,6 +212,25 @@ enabled = false
 	waitFor(t, "STOPPING", func() bool { return notify.has("STOPPING=1") })
 	if code, _, serr := runIn("status", "--root", root); code != exitFailure || !strings.Contains(serr, "is update-agent.service running") {
 		t.Errorf("status without a daemon: exit %d, %s", code, serr)
+	}
+}
+
+// A host whose updates another driver owns is not taken over.
+func TestDaemonRefusesAnotherDriver(t *testing.T) {
+	bin := standin(t)
+	env := standintest.New(t, bin)
+	if _, serr, code := env.CLI("zincati.service", "deploy", "", "--register-driver=zincati"); code != 0 {
+		t.Fatalf("registering zincati: %s", serr)
+	}
+	for _, kv := range env.ClientEnv("update-agent.service") {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	root := configRoot(t, map[string]string{"50-test.toml": "[agent]\nrpm_ostree = \"" + bin.RpmOstree + "\"\n[lock]\nenabled = false\n"})
+	t.Setenv("NOTIFY_SOCKET", "")
+	code, _, stderr := runIn("daemon", "--root", root)
+	if code != exitFailure || !strings.Contains(stderr, "driven by zincati (zincati.service)") {
+		t.Errorf("exit %d: %s", code, stderr)
 	}
 }
 

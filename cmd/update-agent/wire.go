@@ -79,7 +79,10 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 	a.log = log.With("node", a.node, "group", cfg.Lock.Group)
 	a.metrics = metrics.New(version)
 
-	client := &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: a.log, Interrupt: syscall.SIGINT}}
+	// The agent registers its own unit as the update driver; staging runs
+	// in a transient unit, which rpm-ostree would refuse without bypass.
+	client := &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: a.log, Interrupt: syscall.SIGINT},
+		BypassDriver: true}
 	a.os = adapters.OS{Client: client}
 	a.stager = newStager(cfg, root, a.stateDir, client, a.metrics, &a.staging, a.log)
 
@@ -238,6 +241,27 @@ func (a *agent) firstStatus(ctx context.Context, timeout time.Duration) (engine.
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// driverName is what the agent registers as rpm-ostree's update driver.
+const driverName = "update-agent"
+
+// registerDriver makes rpm-ostree refuse manual upgrades with a pointer to
+// the agent (the registration lives in /run: every start redoes it). A host
+// whose updates another driver (zincati) owns is refused: two drivers
+// would fight over the staged deployment.
+func (a *agent) registerDriver(ctx context.Context) error {
+	st, err := a.os.Client.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if d := st.UpdateDriver; d != nil && d.Name != driverName {
+		return fmt.Errorf("updates on this host are driven by %s (%s): stop and disable it before running update-agent", d.Name, d.Unit)
+	}
+	if err := a.os.Client.RegisterDriver(ctx, driverName); err != nil {
+		a.log.Warn("not registered as rpm-ostree's update driver: manual upgrades are not refused", "err", err)
+	}
+	return nil
 }
 
 // describe is the STATUS= line for a booted and staged deployment.
