@@ -4,11 +4,16 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -167,5 +172,56 @@ func TestContainsPathElem(t *testing.T) {
 	}
 	if containsPathElem("/machine/peripheral/vdata2/virtio-backend", "vdata") {
 		t.Error("vdata2 matched vdata")
+	}
+}
+
+// TestChildDiesWithTestProcess checks the promise that no qemu outlives a
+// test binary killed outright: a helper copy of this test binary starts a
+// child through startProcess and is SIGKILLed; the child must die too.
+func TestChildDiesWithTestProcess(t *testing.T) {
+	if os.Getenv("UA_GUEST_HELPER") == "1" {
+		p, err := startProcess(exec.Command("sleep", "300"))
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		runtime.GC() // churn the scheduler a little; the child must survive this
+		fmt.Println(p.cmd.Process.Pid)
+		select {}
+	}
+	helper := exec.Command(os.Args[0], "-test.run=^TestChildDiesWithTestProcess$")
+	helper.Env = append(os.Environ(), "UA_GUEST_HELPER=1")
+	out, err := helper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the child's pid: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("helper said %q", line)
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("child %d not running before the kill: %v", pid, err)
+	}
+	helper.Process.Kill()
+	helper.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// The child is reparented to init (or a subreaper), which reaps it.
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || strings.Contains(string(b), ") Z ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("child %d still alive 10 s after its parent was killed", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
