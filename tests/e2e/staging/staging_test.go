@@ -1,0 +1,246 @@
+//go:build e2e
+
+package staging
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/update-agent/update-agent/tests/guest"
+)
+
+// TestStagingPolicyWindow stages an update with stage-once and checks the
+// policy while it runs and that nothing of it is left afterwards.
+func TestStagingPolicyWindow(t *testing.T) {
+	g := setup(t)
+	// Hold each pull a while so the window can be looked at.
+	g.MustRun(t, "mkdir -p /etc/systemd/system/rpm-ostreed.service.d && "+
+		"printf '[Service]\\nEnvironment=RPMOSTREE_STANDIN_TEST_PULL_DELAY=15s\\n' >/etc/systemd/system/rpm-ostreed.service.d/50-e2e-delay.conf && "+
+		"systemctl daemon-reload")
+	t.Cleanup(func() {
+		g.MustRun(t, "rm -f /etc/systemd/system/rpm-ostreed.service.d/50-e2e-delay.conf && systemctl daemon-reload && systemctl restart rpm-ostreed")
+	})
+	schedBefore := scheduler(t, g)
+	if strings.Contains(schedBefore, "[bfq]") {
+		t.Fatalf("data disk already on bfq before staging: %q", schedBefore)
+	}
+	before := show(t, g, "rpm-ostreed.service", "IOWeight", "CPUWeight")
+	const fsyncGet = "ostree config --repo=/ostree/repo get core.per-object-fsync 2>/dev/null || echo unset"
+	fsyncBefore := strings.TrimSpace(g.MustRun(t, fsyncGet))
+	nextUpdate(t, g)
+
+	startStageOnce(t, g)
+	if !poll(3*time.Minute, func() bool {
+		return strings.TrimSpace(g.MustRun(t, "systemctl is-active "+stagingUnit+" || true")) == "active" ||
+			show(t, g, onceUnit, "SubState")["SubState"] != "running"
+	}) || show(t, g, onceUnit, "SubState")["SubState"] != "running" {
+		t.Fatalf("staging unit never ran; journal:\n%s", g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager | tail -40"))
+	}
+
+	// The staging unit carries the policy.
+	p := show(t, g, stagingUnit, "IOSchedulingClass", "IOWeight", "CPUWeight", "Nice", "MemoryHigh", "KillSignal")
+	if c := p["IOSchedulingClass"]; c != "idle" && c != "3" {
+		t.Errorf("staging unit IOSchedulingClass=%q, want idle", c)
+	}
+	if p["IOWeight"] != "10" {
+		t.Errorf("staging unit IOWeight=%q, want 10", p["IOWeight"])
+	}
+	if c := p["CPUWeight"]; c != "idle" && c != "0" {
+		t.Errorf("staging unit CPUWeight=%q, want idle", c)
+	}
+	if p["KillSignal"] != "2" {
+		t.Errorf("staging unit KillSignal=%q, want 2 (SIGINT cancels the transaction)", p["KillSignal"])
+	}
+	cg := "/sys/fs/cgroup/system.slice/" + stagingUnit
+	if idle := strings.TrimSpace(g.MustRun(t, "cat "+cg+"/cpu.idle")); idle != "1" {
+		t.Errorf("%s/cpu.idle = %q, want 1", cg, idle)
+	}
+	// The writer, rpm-ostreed, has the drop-in and its cgroup the weight.
+	if out := g.MustRun(t, "systemctl cat rpm-ostreed.service"); !strings.Contains(out, dropIn) || !strings.Contains(out, "IOWeight=10") {
+		t.Errorf("rpm-ostreed.service lacks the staging drop-in while staging:\n%s", out)
+	}
+	if w := show(t, g, "rpm-ostreed.service", "IOWeight")["IOWeight"]; w != "10" {
+		t.Errorf("rpm-ostreed.service IOWeight=%q while staging, want 10", w)
+	}
+	if s := scheduler(t, g); !strings.Contains(s, "[bfq]") {
+		t.Errorf("data disk scheduler while staging: %q, want [bfq]", s)
+	}
+	if v := strings.TrimSpace(g.MustRun(t, "ostree config --repo=/ostree/repo get core.per-object-fsync")); v != "true" {
+		t.Errorf("core.per-object-fsync while staging: %q", v)
+	}
+
+	if st := waitStageOnce(t, g, 10*time.Minute); st != "0" {
+		t.Fatalf("stage-once exited %s; journal:\n%s", st, g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager | tail -60"))
+	}
+
+	// Afterwards: nothing left, the update staged and locked.
+	if out, _, code, _ := g.Run(context.Background(), "test -e "+dropIn); code == 0 {
+		t.Errorf("drop-in left after staging %s", out)
+	}
+	if out := g.MustRun(t, "systemctl cat rpm-ostreed.service"); strings.Contains(out, "50-update-agent-staging.conf") {
+		t.Errorf("rpm-ostreed.service still has the staging drop-in:\n%s", out)
+	}
+	after := show(t, g, "rpm-ostreed.service", "IOWeight", "CPUWeight")
+	if after["IOWeight"] != before["IOWeight"] || after["CPUWeight"] != before["CPUWeight"] {
+		t.Errorf("rpm-ostreed.service weights after staging %v, before %v", after, before)
+	}
+	if s := scheduler(t, g); s != schedBefore {
+		t.Errorf("data disk scheduler after staging %q, want %q back", s, schedBefore)
+	}
+	if v := strings.TrimSpace(g.MustRun(t, fsyncGet)); v != fsyncBefore {
+		t.Errorf("core.per-object-fsync after staging %q, want %q back", v, fsyncBefore)
+	}
+	if ls := show(t, g, stagingUnit, "LoadState")["LoadState"]; ls != "not-found" {
+		t.Errorf("staging unit left behind: LoadState=%s", ls)
+	}
+	if out, _, code, _ := g.Run(context.Background(), "ls /var/lib/update-agent/staging-undo.json /var/lib/update-agent/iosched.json"); code == 0 {
+		t.Errorf("undo records left: %s", out)
+	}
+	status := g.MustRun(t, "rpm-ostree status --json | jq -r '.deployments[] | select(.staged) | .version'")
+	if strings.TrimSpace(status) != fmt.Sprintf("1.%d", generation) {
+		t.Errorf("staged version %q, want 1.%d", status, generation)
+	}
+	if j := g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager -o cat"); !strings.Contains(j, "staging window closed") {
+		t.Errorf("journal lacks the staging summary:\n%s", j)
+	}
+}
+
+// ioWritten is the bytes a cgroup wrote to the data disk (io.stat wbytes).
+func ioWritten(t *testing.T, g *guest.Guest, cgroup string) int64 {
+	t.Helper()
+	maj := strings.TrimSpace(g.MustRun(t, "cat /sys/block/"+dataDisk()+"/dev"))
+	out := g.MustRun(t, "cat "+cgroup+"/io.stat")
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] != maj {
+			continue
+		}
+		for _, kv := range f[1:] {
+			if v, ok := strings.CutPrefix(kv, "wbytes="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// TestFreezeStopsWrites checks the premise of the guard on this kernel and
+// systemd: FreezeUnit (the call agent/systemd makes, here via busctl) stops
+// a unit's writes until ThawUnit.
+func TestFreezeStopsWrites(t *testing.T) {
+	g := setup(t)
+	const unit = "ua-e2e-writer.service"
+	g.MustRun(t, "systemd-run --quiet --unit="+unit+" -p IOAccounting=yes "+
+		"dd if=/dev/zero of="+guest.DataDir+"/writer bs=64k count=1000000 oflag=direct status=none")
+	t.Cleanup(func() {
+		g.MustRun(t, "systemctl thaw "+unit+" 2>/dev/null; systemctl stop "+unit+"; systemctl reset-failed "+unit+" 2>/dev/null; rm -f "+guest.DataDir+"/writer")
+	})
+	cg := "/sys/fs/cgroup/system.slice/" + unit
+	call := func(method string) {
+		g.MustRun(t, "busctl call org.freedesktop.systemd1 /org/freedesktop/systemd1 org.freedesktop.systemd1.Manager "+method+" s "+unit)
+	}
+	time.Sleep(2 * time.Second)
+	if w := ioWritten(t, g, cg); w == 0 {
+		t.Fatalf("writer wrote nothing before the freeze")
+	}
+	call("FreezeUnit")
+	time.Sleep(time.Second) // requests in flight at the freeze complete
+	if fs := show(t, g, unit, "FreezerState")["FreezerState"]; fs != "frozen" {
+		t.Fatalf("FreezerState=%q after FreezeUnit", fs)
+	}
+	w1 := ioWritten(t, g, cg)
+	time.Sleep(3 * time.Second)
+	w2 := ioWritten(t, g, cg)
+	if w2 != w1 {
+		t.Errorf("frozen unit wrote %d bytes in 3s", w2-w1)
+	}
+	call("ThawUnit")
+	time.Sleep(3 * time.Second)
+	if w3 := ioWritten(t, g, cg); w3 <= w2 {
+		t.Errorf("thawed unit wrote nothing in 3s (%d -> %d)", w2, w3)
+	}
+}
+
+// guardDecisions reads the latest stage-once run's journal: the count of
+// each guard action, and the freeze/thaw lines with their numbers.
+func guardDecisions(t *testing.T, g *guest.Guest) (map[string]int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	inv := strings.TrimSpace(g.MustRun(t, "systemctl show -p InvocationID --value "+onceUnit))
+	entries, err := g.Journal(ctx, onceUnit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	var b strings.Builder
+	for _, e := range entries {
+		if e["_SYSTEMD_INVOCATION_ID"] != inv {
+			continue // an earlier run of the same unit
+		}
+		switch e["MESSAGE"] {
+		case "latency guard baseline":
+			fmt.Fprintf(&b, "baseline %v p99 %vms median %vms (%v observations)\n", e["SIGNAL"], e["P99_MS"], e["MEDIAN_MS"], e["OBSERVATIONS"])
+		case "latency guard decision":
+			a, _ := e["ACTION"].(string)
+			n[a]++
+			if a == "hold" {
+				continue
+			}
+			if a == "freeze" && (e["P99_MS"] == nil || e["LIMIT_MS"] == nil || e["SIGNAL"] == nil) {
+				t.Errorf("freeze decision without its numbers: %v", e)
+			}
+			fmt.Fprintf(&b, "%s (%v): %v p99 %vms limit %vms median %vms thaw level %vms frozen %vms forced %v\n",
+				a, e["REASON"], e["SIGNAL"], e["P99_MS"], e["LIMIT_MS"], e["MEDIAN_MS"], e["THAW_LEVEL_MS"], e["FROZEN_FOR_MS"], e["FORCED"])
+		case "latency guard stopped":
+			n["stopped"]++
+			fmt.Fprintf(&b, "stopped: %v freezes, %vs frozen, %v forced thaws\n", e["FREEZES"], e["FROZEN_SECONDS"], e["FORCED_THAWS"])
+		}
+	}
+	return n, b.String()
+}
+
+// TestGuardPacesStagingUnderLoad stages beside an etcd-like fdatasync load
+// on a throttled disk: the guard (on the disk's latency; no etcd in the
+// guest) must freeze and thaw the stager, and staging must still finish.
+func TestGuardPacesStagingUnderLoad(t *testing.T) {
+	g := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	// A small cloud disk, throttled outside the guest.
+	if err := g.SetThrottle(ctx, 400, 16_000_000); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.SetThrottle(context.Background(), 0, 0) })
+	// etcd-like: small writes each followed by fdatasync, at a fixed rate
+	// well inside the disk's budget (a real etcd fsyncs at its clients' rate).
+	const load = "ua-e2e-etcdlike.service"
+	g.MustRun(t, "mkdir -p "+guest.DataDir+"/etcdlike && systemd-run --quiet --unit="+load+
+		" fio --name=etcdlike --directory="+guest.DataDir+"/etcdlike --rw=write --ioengine=sync --fdatasync=1"+
+		" --bs=2300 --size=22m --time_based --runtime=1200 --rate_iops=40 --output=/dev/null")
+	t.Cleanup(func() {
+		g.MustRun(t, "systemctl stop "+load+" 2>/dev/null; systemctl reset-failed "+load+" 2>/dev/null; true")
+	})
+	time.Sleep(3 * time.Second)
+	nextUpdate(t, g)
+
+	startStageOnce(t, g, "--debug")
+	if st := waitStageOnce(t, g, 15*time.Minute); st != "0" {
+		t.Fatalf("stage-once exited %s; journal:\n%s", st, g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager | tail -60"))
+	}
+	n, lines := guardDecisions(t, g)
+	if n["freeze"] == 0 || n["thaw"] == 0 || n["stopped"] != 1 {
+		t.Errorf("guard decisions %v: want freezes and thaws and one stop", n)
+	}
+	t.Logf("guard decisions %v:\n%s%s", n, lines, g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager -o cat | grep -E 'staged in' | tail -1"))
+	for _, u := range []string{stagingUnit, "rpm-ostreed.service"} {
+		if fs := show(t, g, u, "FreezerState")["FreezerState"]; fs == "frozen" || fs == "freezing" {
+			t.Errorf("%s left %s", u, fs)
+		}
+	}
+}
