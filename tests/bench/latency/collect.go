@@ -106,7 +106,7 @@ func (m Measured) Panel() (report.Panel, error) {
 		Title: fmt.Sprintf("%s %s %s", m.Disk.Name, m.Scenario.ID, m.Scenario.Load(m.Disk)),
 		Series: []report.Series{
 			{Label: "fio: gap between wal appends (>= fdatasync)", Color: report.Blue, Points: fioPts},
-			{Label: "etcd: slowest wal fsync bucket per s", Color: report.Orange, Points: etcdPts},
+			{Label: "etcd: slowest wal fsync bucket per 2 s", Color: report.Orange, Points: etcdPts},
 		},
 		ThresholdLine: 100 * time.Millisecond,
 	}

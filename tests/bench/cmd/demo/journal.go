@@ -125,6 +125,7 @@ type follower struct {
 	cursor string
 	since  int64
 	t0     time.Time
+	squash squasher
 }
 
 func (f *follower) poll(ctx context.Context) ([]entry, error) {
@@ -137,9 +138,36 @@ func (f *follower) poll(ctx context.Context) ([]entry, error) {
 		if f.t0.IsZero() {
 			f.t0 = e.at()
 		}
-		fmt.Println("    " + line(e, f.t0))
+		if l, ok := f.squash.add(e, f.t0); ok {
+			fmt.Println("    " + l)
+		}
 	}
 	return es, nil
+}
+
+// squasher keeps a timeline readable: status reads are left out, and a
+// message repeated back to back (a guard input that keeps failing) is
+// shown once with its count.
+type squasher struct {
+	last    string
+	repeats int
+}
+
+func (s *squasher) add(e entry, t0 time.Time) (string, bool) {
+	if strings.Contains(e.str("ARGV"), "status --json") {
+		return "", false
+	}
+	key := e.str("_SYSTEMD_UNIT") + "\x00" + e.str("MESSAGE")
+	if key == s.last {
+		s.repeats++
+		return "", false
+	}
+	out := line(e, t0)
+	if s.repeats > 0 {
+		out = fmt.Sprintf("(previous line repeated %d more times)\n    %s", s.repeats, out)
+	}
+	s.last, s.repeats = key, 0
+	return out, true
 }
 
 var agentFollower *follower
@@ -260,6 +288,7 @@ func printTimeline(ctx context.Context, g *guest.Guest, since int64) error {
 	t0 := es[0].at()
 	boot := es[0].str("_BOOT_ID")
 	etcdWarnings := 0
+	var sq squasher
 	for _, e := range es {
 		if b := e.str("_BOOT_ID"); b != boot {
 			boot = b
@@ -272,7 +301,12 @@ func printTimeline(ctx context.Context, g *guest.Guest, since int64) error {
 				continue
 			}
 		}
-		fmt.Println("    " + line(e, t0))
+		if l, ok := sq.add(e, t0); ok {
+			fmt.Println("    " + l)
+		}
+	}
+	if sq.repeats > 0 {
+		fmt.Printf("    (previous line repeated %d more times)\n", sq.repeats)
 	}
 	if etcdWarnings > 20 {
 		fmt.Printf("    (%d more etcd warnings left out)\n", etcdWarnings-20)
