@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +28,10 @@ type Runner struct {
 	// transaction (SIGKILL would leave the transaction running).
 	Interrupt os.Signal
 	WaitDelay time.Duration
+	// Expected lists non-zero exit codes that are answers, not failures
+	// (rpm-ostree's 77, "no update"): they are logged at info level but
+	// still returned as *Error so the caller decides what they mean.
+	Expected []int
 }
 
 // Result is what a finished command produced.
@@ -124,7 +129,11 @@ func (r Runner) RunInput(ctx context.Context, desc string, in []byte, argv ...st
 		if ctx.Err() != nil {
 			e.Err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
-		log.Warn("operation failed", "exit_code", res.ExitCode, "duration", res.Duration, "stderr", strings.TrimSpace(stderr.String()))
+		level := slog.LevelWarn
+		if ctx.Err() == nil && slices.Contains(r.Expected, res.ExitCode) {
+			level = slog.LevelInfo
+		}
+		log.Log(ctx, level, "operation failed", "exit_code", res.ExitCode, "duration", res.Duration, "stderr", strings.TrimSpace(stderr.String()))
 		return res, e
 	}
 	log.Info("operation done", "duration", res.Duration)

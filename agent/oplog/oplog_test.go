@@ -62,3 +62,20 @@ func TestCancelSendsInterrupt(t *testing.T) {
 		t.Errorf("err = %v, want it to wrap context.Canceled", err)
 	}
 }
+
+func TestExpectedExitLoggedAtInfo(t *testing.T) {
+	var buf bytes.Buffer
+	r := Runner{Log: slog.New(slog.NewTextHandler(&buf, nil)), Expected: []int{77}}
+	_, err := r.Run(context.Background(), "check", "sh", "-c", "exit 77")
+	if ExitCode(err) != 77 {
+		t.Fatalf("err = %v, want exit 77 returned", err)
+	}
+	if strings.Contains(buf.String(), "level=WARN") {
+		t.Errorf("expected exit code logged as a warning:\n%s", buf.String())
+	}
+	buf.Reset()
+	r.Run(context.Background(), "check", "sh", "-c", "exit 1")
+	if !strings.Contains(buf.String(), "level=WARN") {
+		t.Errorf("unexpected exit code not logged as a warning:\n%s", buf.String())
+	}
+}

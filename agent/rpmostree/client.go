@@ -47,6 +47,7 @@ func (c *Client) runner() oplog.Runner {
 	if r.Interrupt == nil {
 		r.Interrupt = syscall.SIGINT
 	}
+	r.Expected = append(slices.Clone(r.Expected), ExitUnchanged)
 	return r
 }
 
