@@ -36,6 +36,10 @@ func TestStagingLatency(t *testing.T) {
 	}
 	quick := os.Getenv("BENCH_QUICK") == "1"
 	plan := MakePlan(quick)
+	if size := os.Getenv("BENCH_UPDATE_SIZE"); size != "" {
+		// Same file size as the 1.2 GiB / 11.5k-file update.
+		plan.UpdateSize, plan.UpdateFile = size, FilesFor(size)
+	}
 	if only := os.Getenv("BENCH_SCENARIOS"); only != "" {
 		plan = plan.Only(strings.Split(only, ","))
 	}

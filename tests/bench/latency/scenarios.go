@@ -8,6 +8,7 @@ package latency
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/update-agent/update-agent/tests/bench/report"
@@ -127,7 +128,8 @@ func MakePlan(quick bool) Plan {
 		return Plan{UpdateSize: "300MiB", UpdateFile: 3000, AloneFor: 30 * time.Second, Disks: []Disk{small},
 			Scenarios: map[string][]Scenario{small.Name: {sc[0], sc[1], sc[3], sc[4]}}}
 	}
-	p := Plan{UpdateSize: "1200MiB", UpdateFile: 11500, AloneFor: 60 * time.Second, Disks: Disks,
+	// The small disk first: it is where the stalls are.
+	p := Plan{UpdateSize: "1200MiB", UpdateFile: 11500, AloneFor: 60 * time.Second, Disks: []Disk{Disks[1], Disks[0]},
 		Scenarios: map[string][]Scenario{}}
 	p.Scenarios[Disks[0].Name] = core()
 	small := core()
@@ -170,4 +172,17 @@ func (p Plan) Only(ids []string) Plan {
 		}
 	}
 	return out
+}
+
+// FilesFor keeps the file size of the 1.2 GiB / 11.5k-file update for
+// another total size ("600MiB", "2GiB").
+func FilesFor(size string) int {
+	var n float64
+	var unit string
+	fmt.Sscanf(size, "%f%s", &n, &unit)
+	mib := n
+	if strings.HasPrefix(strings.ToUpper(unit), "G") {
+		mib = n * 1024
+	}
+	return max(200, int(mib*11500/1200))
 }

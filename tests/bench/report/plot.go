@@ -44,7 +44,7 @@ const (
 	panelW, panelH = 1000, 230
 	marginL        = 70
 	marginR        = 20
-	marginT        = 26
+	marginT        = 34
 	marginB        = 26
 	yMin, yMax     = 100 * time.Microsecond, 10 * time.Second
 )
@@ -145,13 +145,13 @@ func drawPanel(img *image.RGBA, top int, p Panel) {
 			img.Set(x+1, y+1, sr.Color)
 		}
 	}
-	drawText(img, marginL, top+8, p.Title, black)
-	// Legend, right-aligned on the title line.
+	drawText(img, marginL, top+4, p.Title, black)
+	// Legend on its own line, right-aligned.
 	x := panelW - marginR
 	for i := len(p.Series) - 1; i >= 0; i-- {
 		sr := p.Series[i]
 		x -= textWidth(sr.Label)
-		drawText(img, x, top+8, sr.Label, sr.Color)
+		drawText(img, x, top+17, sr.Label, sr.Color)
 		x -= 3 * glyphW
 	}
 }

@@ -73,7 +73,7 @@ func run() error {
 		return err
 	}
 	say("publishing an OS update of %s (rpm-ostree stand-in, real ostree)", size)
-	base, update, err := latency.MakeUpdates(ctx, g, size, filesFor(size))
+	base, update, err := latency.MakeUpdates(ctx, g, size, latency.FilesFor(size))
 	if err != nil {
 		return err
 	}
@@ -194,18 +194,6 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
-}
-
-// filesFor keeps the file size of the 1.2 GiB / 11.5k-file update.
-func filesFor(size string) int {
-	var n float64
-	var unit string
-	fmt.Sscanf(size, "%f%s", &n, &unit)
-	mib := n
-	if strings.HasPrefix(strings.ToUpper(unit), "G") {
-		mib = n * 1024
-	}
-	return max(200, int(mib*11500/1200))
 }
 
 func moduleRoot() (string, error) {
