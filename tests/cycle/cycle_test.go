@@ -174,7 +174,7 @@ func (r *rollout) crash(n *node) {
 // handing leadership over, and each releases its slot once its member is
 // healthy again.
 func TestRollingUpdate(t *testing.T) {
-	t.Parallel()
+	// Not parallel: etcdtest picks ports that were free a moment ago.
 	rollingUpdate(t, 0)
 }
 
@@ -182,7 +182,7 @@ func TestRollingUpdate(t *testing.T) {
 // restarted every 300 ms, wherever they are: each resumes from its record
 // and the lock's, and the rollout ends the same way.
 func TestRollingUpdateWithCrashes(t *testing.T) {
-	t.Parallel()
+	// Not parallel: etcdtest picks ports that were free a moment ago.
 	rollingUpdate(t, 300*time.Millisecond)
 }
 
