@@ -106,8 +106,18 @@ func New(o Options) *Engine {
 	if o.BeatInterval <= 0 {
 		o.BeatInterval = 5 * time.Second
 	}
-	if o.Policy.RecheckInterval <= 0 {
-		o.Policy.RecheckInterval = 30 * time.Second
+	// Zero intervals would turn waits into busy loops.
+	p := &o.Policy
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&p.RecheckInterval, 30 * time.Second}, {&p.CheckInterval, 15 * time.Minute},
+		{&p.RebootTimeout, 10 * time.Minute}, {&p.Retry.Base, time.Minute}, {&p.Retry.Max, time.Hour},
+	} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
 	}
 	return &Engine{o: o, log: o.Log, wake: make(chan struct{}, 1)}
 }

@@ -104,6 +104,9 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 	var hooks engine.HookRunner
 	hooks.Log = a.log
 	for i, h := range cfg.Reboot.Hooks {
+		if len(h.Argv) == 0 {
+			return nil, configError{fmt.Errorf("reboot.hooks[%d].argv: empty command", i)}
+		}
 		hooks.Hooks = append(hooks.Hooks, engine.Hook{
 			Name:    fmt.Sprintf("%d:%s", i+1, filepath.Base(h.Argv[0])),
 			Argv:    h.Argv,

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/config"
+	"github.com/update-agent/update-agent/agent/guard"
+)
+
+// The configuration reaches the engine's policy, the hooks, the windows and
+// the stager's options as written; wiring talks to nothing yet.
+func TestWireMapsConfig(t *testing.T) {
+	cfg := config.Default()
+	cfg.Agent.NodeName = "n1"
+	cfg.Agent.CheckInterval = config.Duration(7 * time.Minute)
+	cfg.Updates.MaxAttempts = 5
+	cfg.Updates.Enabled = false
+	cfg.Leader.MoveLeader = false
+	cfg.Reboot.Strategy = config.StrategyPeriodic
+	cfg.Reboot.Windows = []config.WindowSpec{{Days: []string{"Sat"}, Start: "02:00", Length: config.Duration(2 * time.Hour)}}
+	cfg.Reboot.Hooks = []config.Hook{{Argv: []string{"/usr/local/bin/drain", "--force"}, Timeout: config.Duration(time.Minute)}}
+	cfg.Etcd.LocalUnit = "etcd.service"
+	cfg.Guard.FsyncP99Threshold = config.Duration(40 * time.Millisecond)
+	cfg.Guard.LatencyFactor = 2
+
+	root := t.TempDir()
+	a, err := wire(cfg, root, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	p := a.policy()
+	if p.CheckInterval != 7*time.Minute || p.MaxFailures != 5 || !p.Disabled || p.MoveLeader || !p.LeaderAware || !p.RequireSafe {
+		t.Errorf("policy %+v", p)
+	}
+	sat := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC) // a Saturday, 03:00 UTC
+	if !p.Window.Contains(sat) || p.Window.Contains(sat.Add(2*time.Hour)) {
+		t.Error("the configured window is not the engine's")
+	}
+	if a.node != "n1" || a.stateDir != root+"/var/lib/update-agent" || a.lock == nil || a.etcd == nil {
+		t.Errorf("node %q state dir %q lock %v", a.node, a.stateDir, a.lock != nil)
+	}
+
+	o := stageOptions(cfg, root, a.stateDir, a.os.Client, a.log)
+	if o.Guard.PressureUnit != "etcd.service" || o.Guard.PressureFile != "" {
+		t.Errorf("PSI source: unit %q file %q", o.Guard.PressureUnit, o.Guard.PressureFile)
+	}
+	if b := o.Guard.Options.Baseline[guard.MetricWALFsync]; b.P99 != 20*time.Millisecond {
+		t.Errorf("WAL baseline %+v, want p99 20ms (threshold 40ms / factor 2)", b)
+	}
+	if *o.Policy.Nice != cfg.Staging.Nice || o.Policy.IOWeight != uint64(cfg.Staging.IOWeight) || o.Policy.CPUWeight != "idle" {
+		t.Errorf("policy %+v", o.Policy)
+	}
+	if len(o.OKExitStatuses) != 1 || o.OKExitStatuses[0] != 77 {
+		t.Errorf("OK exit statuses %v", o.OKExitStatuses)
+	}
+
+	cfg.Reboot.Hooks = []config.Hook{{}}
+	if _, err := wire(cfg, root, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil); err == nil {
+		t.Error("a hook without a command was accepted")
+	}
+}
