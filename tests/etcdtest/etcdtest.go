@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -358,21 +359,31 @@ func (c *Cluster) Close() {
 	}
 }
 
-// freePorts returns n TCP ports that were free a moment ago.
+// freePorts returns n TCP ports that were free a moment ago. They are
+// drawn at random below the kernel's ephemeral range (32768 and up by
+// default): a port from bind(":0") can be handed out again at once as the
+// source port of some other test's outgoing connection before the member
+// binds it ("address already in use" when packages run in parallel).
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ls []net.Listener
 	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			t.Fatalf("finding %d free ports: none left in [%d, %d)", n, portLow, portHigh)
+		}
+		port := portLow + rand.IntN(portHigh-portLow)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
-			t.Fatalf("finding a free port: %v", err)
+			continue
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	for _, l := range ls {
 		l.Close()
 	}
 	return ports
 }
+
+const portLow, portHigh = 20000, 32000
