@@ -17,29 +17,12 @@ import (
 // policy while it runs and that nothing of it is left afterwards.
 func TestStagingPolicyWindow(t *testing.T) {
 	g := setup(t)
-	// Hold each pull a while so the window can be looked at.
-	g.MustRun(t, "mkdir -p /etc/systemd/system/rpm-ostreed.service.d && "+
-		"printf '[Service]\\nEnvironment=RPMOSTREE_STANDIN_TEST_PULL_DELAY=15s\\n' >/etc/systemd/system/rpm-ostreed.service.d/50-e2e-delay.conf && "+
-		"systemctl daemon-reload")
-	t.Cleanup(func() {
-		g.MustRun(t, "rm -f /etc/systemd/system/rpm-ostreed.service.d/50-e2e-delay.conf && systemctl daemon-reload && systemctl restart rpm-ostreed")
-	})
-	schedBefore := scheduler(t, g)
-	if strings.Contains(schedBefore, "[bfq]") {
-		t.Fatalf("data disk already on bfq before staging: %q", schedBefore)
-	}
-	before := show(t, g, "rpm-ostreed.service", "IOWeight", "CPUWeight")
-	const fsyncGet = "ostree config --repo=/ostree/repo get core.per-object-fsync 2>/dev/null || echo unset"
-	fsyncBefore := strings.TrimSpace(g.MustRun(t, fsyncGet))
+	pullDelay(t, g)
+	before := snapshot(t, g)
 	nextUpdate(t, g)
 
 	startStageOnce(t, g)
-	if !poll(3*time.Minute, func() bool {
-		return strings.TrimSpace(g.MustRun(t, "systemctl is-active "+stagingUnit+" || true")) == "active" ||
-			show(t, g, onceUnit, "SubState")["SubState"] != "running"
-	}) || show(t, g, onceUnit, "SubState")["SubState"] != "running" {
-		t.Fatalf("staging unit never ran; journal:\n%s", g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager | tail -40"))
-	}
+	waitStagingUnit(t, g)
 
 	// The staging unit carries the policy.
 	p := show(t, g, stagingUnit, "IOSchedulingClass", "IOWeight", "CPUWeight", "Nice", "MemoryHigh", "KillSignal")
@@ -78,6 +61,57 @@ func TestStagingPolicyWindow(t *testing.T) {
 	}
 
 	// Afterwards: nothing left, the update staged and locked.
+	assertWindowClosed(t, g, before)
+	if j := g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager -o cat"); !strings.Contains(j, "staging window closed") {
+		t.Errorf("journal lacks the staging summary:\n%s", j)
+	}
+}
+
+// pullDelay holds each pull of the stand-in's daemon a while so the
+// staging window can be looked at.
+func pullDelay(t *testing.T, g *guest.Guest) {
+	t.Helper()
+	g.MustRun(t, "mkdir -p /etc/systemd/system/rpm-ostreed.service.d && "+
+		"printf '[Service]\\nEnvironment=RPMOSTREE_STANDIN_TEST_PULL_DELAY=15s\\n' >/etc/systemd/system/rpm-ostreed.service.d/50-e2e-delay.conf && "+
+		"systemctl daemon-reload")
+	t.Cleanup(func() {
+		g.MustRun(t, "rm -f /etc/systemd/system/rpm-ostreed.service.d/50-e2e-delay.conf && systemctl daemon-reload && systemctl restart rpm-ostreed")
+	})
+}
+
+const fsyncGet = "ostree config --repo=/ostree/repo get core.per-object-fsync 2>/dev/null || echo unset"
+
+// before is what the staging window changes, as it was before.
+type before struct {
+	sched, fsync string
+	weights      map[string]string
+}
+
+func snapshot(t *testing.T, g *guest.Guest) before {
+	t.Helper()
+	b := before{sched: scheduler(t, g), fsync: strings.TrimSpace(g.MustRun(t, fsyncGet)),
+		weights: show(t, g, "rpm-ostreed.service", "IOWeight", "CPUWeight")}
+	if strings.Contains(b.sched, "[bfq]") {
+		t.Fatalf("data disk already on bfq before staging: %q", b.sched)
+	}
+	return b
+}
+
+// waitStagingUnit waits until stage-once has started the staging unit.
+func waitStagingUnit(t *testing.T, g *guest.Guest) {
+	t.Helper()
+	if !poll(3*time.Minute, func() bool {
+		return strings.TrimSpace(g.MustRun(t, "systemctl is-active "+stagingUnit+" || true")) == "active" ||
+			show(t, g, onceUnit, "SubState")["SubState"] != "running"
+	}) || show(t, g, onceUnit, "SubState")["SubState"] != "running" {
+		t.Fatalf("staging unit never ran; journal:\n%s", g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager | tail -40"))
+	}
+}
+
+// assertWindowClosed checks nothing of the staging window is left and the
+// latest update is staged.
+func assertWindowClosed(t *testing.T, g *guest.Guest, b before) {
+	t.Helper()
 	if out, _, code, _ := g.Run(context.Background(), "test -e "+dropIn); code == 0 {
 		t.Errorf("drop-in left after staging %s", out)
 	}
@@ -85,14 +119,14 @@ func TestStagingPolicyWindow(t *testing.T) {
 		t.Errorf("rpm-ostreed.service still has the staging drop-in:\n%s", out)
 	}
 	after := show(t, g, "rpm-ostreed.service", "IOWeight", "CPUWeight")
-	if after["IOWeight"] != before["IOWeight"] || after["CPUWeight"] != before["CPUWeight"] {
-		t.Errorf("rpm-ostreed.service weights after staging %v, before %v", after, before)
+	if after["IOWeight"] != b.weights["IOWeight"] || after["CPUWeight"] != b.weights["CPUWeight"] {
+		t.Errorf("rpm-ostreed.service weights after staging %v, before %v", after, b.weights)
 	}
-	if s := scheduler(t, g); s != schedBefore {
-		t.Errorf("data disk scheduler after staging %q, want %q back", s, schedBefore)
+	if s := scheduler(t, g); s != b.sched {
+		t.Errorf("data disk scheduler after staging %q, want %q back", s, b.sched)
 	}
-	if v := strings.TrimSpace(g.MustRun(t, fsyncGet)); v != fsyncBefore {
-		t.Errorf("core.per-object-fsync after staging %q, want %q back", v, fsyncBefore)
+	if v := strings.TrimSpace(g.MustRun(t, fsyncGet)); v != b.fsync {
+		t.Errorf("core.per-object-fsync after staging %q, want %q back", v, b.fsync)
 	}
 	if ls := show(t, g, stagingUnit, "LoadState")["LoadState"]; ls != "not-found" {
 		t.Errorf("staging unit left behind: LoadState=%s", ls)
@@ -104,9 +138,44 @@ func TestStagingPolicyWindow(t *testing.T) {
 	if strings.TrimSpace(status) != fmt.Sprintf("1.%d", generation) {
 		t.Errorf("staged version %q, want 1.%d", status, generation)
 	}
-	if j := g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager -o cat"); !strings.Contains(j, "staging window closed") {
-		t.Errorf("journal lacks the staging summary:\n%s", j)
+}
+
+// TestRecoverAfterKilledAgent kills stage-once in the middle of staging:
+// the drop-in, bfq and the running staging unit stay behind; the next
+// start recovers (stops the unguarded unit, undoes the window) and stages.
+func TestRecoverAfterKilledAgent(t *testing.T) {
+	g := setup(t)
+	pullDelay(t, g)
+	b := snapshot(t, g)
+	nextUpdate(t, g)
+	startStageOnce(t, g)
+	waitStagingUnit(t, g)
+	g.MustRun(t, "systemctl kill -s KILL "+onceUnit)
+	if !poll(time.Minute, func() bool { return show(t, g, onceUnit, "SubState")["SubState"] == "failed" }) {
+		t.Fatal("stage-once survived SIGKILL")
 	}
+	// What a crash leaves: the window open, the stager running unguarded.
+	if _, _, code, _ := g.Run(context.Background(), "test -e "+dropIn+" && test -e /var/lib/update-agent/staging-undo.json"); code != 0 {
+		t.Fatal("no drop-in or undo journal after the kill: the test did not kill mid-staging")
+	}
+	if s := scheduler(t, g); !strings.Contains(s, "[bfq]") {
+		t.Errorf("scheduler after the kill %q, want [bfq] still", s)
+	}
+	if a := strings.TrimSpace(g.MustRun(t, "systemctl is-active "+stagingUnit+" || true")); a != "active" {
+		t.Errorf("staging unit %s after the agent died", a)
+	}
+
+	startStageOnce(t, g)
+	if st := waitStageOnce(t, g, 10*time.Minute); st != "0" {
+		t.Fatalf("stage-once after the kill exited %s; journal:\n%s", st, g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager | tail -60"))
+	}
+	j := g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager -o cat")
+	for _, want := range []string{"undoing what an interrupted staging left behind", "stopping a staging unit left running"} {
+		if !strings.Contains(j, want) {
+			t.Errorf("journal lacks %q", want)
+		}
+	}
+	assertWindowClosed(t, g, b)
 }
 
 // ioWritten is the bytes a cgroup wrote to the data disk (io.stat wbytes).
@@ -226,12 +295,33 @@ func TestGuardPacesStagingUnderLoad(t *testing.T) {
 	t.Cleanup(func() {
 		g.MustRun(t, "systemctl stop "+load+" 2>/dev/null; systemctl reset-failed "+load+" 2>/dev/null; true")
 	})
+	// The load plays etcd's unit: it gets an I/O latency target for the
+	// window (set at runtime, the old value set back after).
+	g.MustRun(t, `printf '[etcd]\nlocal_unit = "`+load+`"\n[staging]\netcd_io_latency_target = "25ms"\n' >/etc/update-agent/config.d/60-e2e-etcd.toml`)
+	t.Cleanup(func() { g.MustRun(t, "rm -f /etc/update-agent/config.d/60-e2e-etcd.toml") })
 	time.Sleep(3 * time.Second)
 	nextUpdate(t, g)
 
 	startStageOnce(t, g, "--debug")
+	latencyTarget := func() string {
+		return strings.TrimSpace(g.MustRun(t, "systemctl show -p IODeviceLatencyTargetUSec --value "+load))
+	}
+	var seen string
+	poll(5*time.Minute, func() bool {
+		seen = latencyTarget()
+		return strings.Contains(seen, guest.DataDevice) || show(t, g, onceUnit, "SubState")["SubState"] != "running"
+	})
+	if !strings.Contains(seen, guest.DataDevice) {
+		t.Errorf("etcd's unit never had the latency target while staging (IODeviceLatencyTargetUSec=%q)", seen)
+	}
 	if st := waitStageOnce(t, g, 15*time.Minute); st != "0" {
 		t.Fatalf("stage-once exited %s; journal:\n%s", st, g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager | tail -60"))
+	}
+	if v := latencyTarget(); v != "" {
+		t.Errorf("etcd's unit keeps IODeviceLatencyTargetUSec=%q after staging", v)
+	}
+	if out, _, code, _ := g.Run(ctx, "ls /run/systemd/system.control/"+load+".d/50-IODeviceLatencyTargetUSec.conf"); code == 0 {
+		t.Errorf("runtime control file left: %s", out)
 	}
 	n, lines := guardDecisions(t, g)
 	if n["freeze"] == 0 || n["thaw"] == 0 || n["stopped"] != 1 {
