@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -140,6 +141,7 @@ type Stager struct {
 	d     Deps
 	sched Scheduler
 	log   *slog.Logger
+	held  *os.File // the staging lock while Run or Recover holds it
 }
 
 // DropInName is the drop-in the stager writes for DaemonUnit.
@@ -222,9 +224,14 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 	if len(argv) == 0 {
 		return rep, errors.New("staging: empty command")
 	}
+	unlock, err := s.lock()
+	if err != nil {
+		return rep, fmt.Errorf("staging: %w", err)
+	}
+	defer unlock()
 	// What an earlier, interrupted run left would otherwise be taken for
 	// the original settings.
-	if err := s.Recover(ctx); err != nil {
+	if err := s.recover(ctx); err != nil {
 		return rep, fmt.Errorf("staging: undoing an earlier staging first: %w", err)
 	}
 	j := &journal{}

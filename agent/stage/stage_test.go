@@ -364,7 +364,9 @@ func TestRecoverAfterCrash(t *testing.T) {
 	wg.Add(1)
 	go func() { defer wg.Done(); s.Run(ctx, argv) }()
 	<-running
-	// The agent "dies" here, with the guard having frozen both units.
+	// The agent "dies" here, with the guard having frozen both units; the
+	// kernel drops a dead process's lock.
+	s.held.Close()
 	e.sys.mu.Lock()
 	e.sys.units[stagingUnit].frozen = true
 	e.sys.units[daemonUnit].frozen = true
@@ -429,6 +431,40 @@ func TestRunWithGuardPacesBothUnits(t *testing.T) {
 		t.Errorf("staging unit not paced: %v", e.sys.calls)
 	}
 	e.assertUndone(t)
+}
+
+func TestOneStagingAtATime(t *testing.T) {
+	e := newEnv(t)
+	running := make(chan struct{})
+	release := make(chan struct{})
+	e.sys.finish = func(ctx context.Context) (systemd.UnitStatus, error) {
+		close(running)
+		<-release
+		return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
+	}
+	done := make(chan error, 1)
+	go func() { _, err := e.stager(t, nil).Run(context.Background(), argv); done <- err }()
+	<-running
+	// Another process (stage-once beside the daemon) must neither stage
+	// nor "recover" the running staging.
+	other := e.stager(t, nil)
+	if _, err := other.Run(context.Background(), argv); !errors.Is(err, ErrBusy) {
+		t.Errorf("second Run: %v, want ErrBusy", err)
+	}
+	if err := other.Recover(context.Background()); !errors.Is(err, ErrBusy) {
+		t.Errorf("Recover during a staging: %v, want ErrBusy", err)
+	}
+	if _, err := os.Stat(e.dropIn()); err != nil {
+		t.Errorf("the running staging's drop-in was undone: %v", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	e.assertUndone(t)
+	if err := other.Recover(context.Background()); err != nil {
+		t.Errorf("Recover after the staging: %v", err)
+	}
 }
 
 func TestNewRejects(t *testing.T) {

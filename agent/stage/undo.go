@@ -87,8 +87,18 @@ func (s *Stager) undo(ctx context.Context, j *journal) error {
 // Recover undoes what an earlier process left behind when it died during a
 // staging: a frozen or still running staging unit, a frozen daemon, the
 // drop-in, runtime properties, the fsync setting and the scheduler.
-// Idempotent; nothing to do is not an error.
+// Idempotent; nothing to do is not an error. It fails with ErrBusy while
+// another process stages on this host.
 func (s *Stager) Recover(ctx context.Context) error {
+	unlock, err := s.lock()
+	if err != nil {
+		return fmt.Errorf("recovering: %w", err)
+	}
+	defer unlock()
+	return s.recover(ctx)
+}
+
+func (s *Stager) recover(ctx context.Context) error {
 	j, err := s.loadJournal()
 	if err != nil {
 		return err
