@@ -59,6 +59,12 @@ func (l *Lock) Acquire(ctx context.Context, target string, onPosition func(Posit
 	}
 	var last Position
 	first := true
+	report := func(pos Position) {
+		if onPosition != nil && (first || pos != last) {
+			onPosition(pos)
+		}
+		first, last = false, pos
+	}
 	for {
 		entries, mine, rev, err := l.queue(ctx)
 		if err != nil {
@@ -68,20 +74,73 @@ func (l *Lock) Acquire(ctx context.Context, target string, onPosition func(Posit
 			return Position{}, l.lostOr(s, ErrDequeued)
 		}
 		pos, _ := Locate(entries, l.o.Slots, l.o.Node)
-		if onPosition != nil && (first || pos != last) {
-			onPosition(pos)
-		}
-		first, last = false, pos
-		if pos.Holder {
-			rec.AcquiredAt = l.o.Now().UTC()
-			if err := l.markHeld(ctx, rec, mine.CreateRevision, s.Lease()); err != nil {
+		report(pos)
+		if !pos.Holder {
+			me := Entry{Node: l.o.Node, CreateRevision: mine.CreateRevision}
+			pos, err = l.waitTurn(ctx, me, pos, rev, s.Done(), report)
+			if errors.Is(err, errReread) {
+				continue
+			}
+			if err != nil {
 				return Position{}, err
 			}
-			l.log.Info("holding reboot slot", "slot", pos.Index+1, "slots", pos.Slots, "target", target)
-			return pos, nil
 		}
-		if err := l.waitDeletion(ctx, rev, s.Done()); err != nil {
-			return Position{}, err
+		rec.AcquiredAt = l.o.Now().UTC()
+		if err := l.markHeld(ctx, rec, mine.CreateRevision, s.Lease()); err != nil {
+			return Position{}, l.lostOr(s, err)
+		}
+		l.log.Info("holding reboot slot", "slot", pos.Index+1, "slots", pos.Slots, "target", target)
+		return pos, nil
+	}
+}
+
+// errReread: the watch cannot tell how far this waiter moved (compaction,
+// cancellation, an event without its previous value); read the queue again.
+var errReread = errors.New("reboot slot queue must be read again")
+
+// waitTurn blocks until the waiter me, at pos in the queue as read at rev,
+// holds a slot. It counts the deletions after rev instead of re-reading the
+// queue on each one: with a fleet waiting, a read per release per waiter is
+// what made hand-offs take seconds.
+func (l *Lock) waitTurn(ctx context.Context, me Entry, pos Position, rev int64, leaseDone <-chan struct{}, report func(Position)) (Position, error) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	prefix := holdersPrefix(l.o.Prefix, l.o.Group)
+	wch := l.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1),
+		clientv3.WithFilterPut(), clientv3.WithPrevKV())
+	for {
+		select {
+		case wr, ok := <-wch:
+			if ctx.Err() != nil {
+				return Position{}, fmt.Errorf("waiting for a reboot slot: %w", ctx.Err())
+			}
+			if !ok || wr.Err() != nil || wr.Canceled {
+				// No leader, compaction or a closed watch: events may be
+				// missing, so count afresh.
+				return Position{}, errReread
+			}
+			for _, ev := range wr.Events {
+				if ev.Type != clientv3.EventTypeDelete {
+					continue
+				}
+				deleted := Entry{Node: strings.TrimPrefix(string(ev.Kv.Key), prefix)}
+				if ev.PrevKv != nil {
+					deleted.CreateRevision = ev.PrevKv.CreateRevision
+				}
+				earlier, ok := AfterDeletion(me, pos.Index, deleted)
+				if !ok {
+					return Position{}, errReread
+				}
+				pos = PositionAt(earlier, max(pos.Queued-1, earlier+1), pos.Slots)
+				report(pos)
+				if pos.Holder {
+					return pos, nil
+				}
+			}
+		case <-leaseDone:
+			return Position{}, ErrLeaseExpired
+		case <-ctx.Done():
+			return Position{}, fmt.Errorf("waiting for a reboot slot: %w", ctx.Err())
 		}
 	}
 }
@@ -109,29 +168,6 @@ func (l *Lock) markHeld(ctx context.Context, rec Record, createRev int64, lease 
 	l.heldRev = createRev
 	l.mu.Unlock()
 	return nil
-}
-
-// waitDeletion blocks until a queue key is deleted after rev: only a deletion
-// can move a waiter forward.
-func (l *Lock) waitDeletion(ctx context.Context, rev int64, leaseDone <-chan struct{}) error {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	wch := l.cli.Watch(wctx, holdersPrefix(l.o.Prefix, l.o.Group),
-		clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
-	for {
-		select {
-		case wr, ok := <-wch:
-			if !ok || wr.Err() != nil || len(wr.Events) > 0 {
-				// Closed or failed watches (no leader, compaction) also end
-				// in a fresh read of the queue.
-				return ctx.Err()
-			}
-		case <-leaseDone:
-			return ErrLeaseExpired
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for a reboot slot: %w", ctx.Err())
-		}
-	}
 }
 
 func (l *Lock) lostOr(s interface{ Done() <-chan struct{} }, err error) error {

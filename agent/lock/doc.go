@@ -26,7 +26,12 @@
 //
 // A key in holders/ holds a slot while fewer than Slots keys have a lower
 // CreateRevision (Position): FIFO by etcd revision, no clocks involved. A
-// waiter watches holders/ for deletions and re-evaluates; it never polls.
+// waiter reads the queue once, then watches holders/ for deletions (with
+// their previous values) from that read's revision and counts down the keys
+// created before its own (AfterDeletion); it never polls and never re-reads
+// per release, so a release costs the fleet one watch event each, not one
+// range read each. It reads again only when the watch breaks (compaction, no
+// leader) or cannot tell (its own key deleted).
 // Nodes of a group must agree on Slots; a node configured with more slots
 // than its peers could enter early.
 //

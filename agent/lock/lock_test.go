@@ -89,9 +89,12 @@ func TestSlotsNeverExceeded(t *testing.T) {
 			defer wg.Done()
 			l := f.lock(f.opts(fmt.Sprintf("n%02d", i), slots, 30*time.Second, ""))
 			kill := rand.IntN(5) == 0 // about 12 of 60 die
+			var killedWaiting chan struct{}
 			if kill && rand.IntN(2) == 0 {
 				// Die while waiting: revoke the lease shortly after queueing.
+				killedWaiting = make(chan struct{})
 				go func() {
+					defer close(killedWaiting)
 					time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
 					for l.Done() == nil {
 						time.Sleep(time.Millisecond)
@@ -118,6 +121,13 @@ func TestSlotsNeverExceeded(t *testing.T) {
 			time.Sleep(time.Duration(1+rand.IntN(5)) * time.Millisecond)
 			inside.Add(-1)
 			served.Add(1)
+			if killedWaiting != nil {
+				// Got the slot before the waiting-kill fired: that one
+				// revokes the lease, once.
+				<-killedWaiting
+				killed.Add(1)
+				return
+			}
 			if kill {
 				// Die while holding: the slot must come back via the lease.
 				killed.Add(1)

@@ -27,13 +27,16 @@ type Position struct {
 // cannot happen in etcd but can in a test table.
 func Order(entries []Entry) []Entry {
 	out := append([]Entry(nil), entries...)
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].CreateRevision != out[j].CreateRevision {
-			return out[i].CreateRevision < out[j].CreateRevision
-		}
-		return out[i].Node < out[j].Node
-	})
+	sort.SliceStable(out, func(i, j int) bool { return before(out[i], out[j]) })
 	return out
+}
+
+// before is the queue order: a before b.
+func before(a, b Entry) bool {
+	if a.CreateRevision != b.CreateRevision {
+		return a.CreateRevision < b.CreateRevision
+	}
+	return a.Node < b.Node
 }
 
 // Locate says whether node holds one of slots slots: it does while fewer than
@@ -44,13 +47,40 @@ func Locate(entries []Entry, slots int, node string) (pos Position, ok bool) {
 		if e.Node != node {
 			continue
 		}
-		pos = Position{Index: i, Queued: len(ordered), Slots: slots, Holder: i < slots}
-		if !pos.Holder {
-			pos.Ahead = i - max(slots, 0)
-		}
-		return pos, true
+		return PositionAt(i, len(ordered), slots), true
 	}
 	return Position{Queued: len(ordered), Slots: slots}, false
+}
+
+// PositionAt is the position of a node that has earlier entries created
+// before its own in a queue of queued entries.
+func PositionAt(earlier, queued, slots int) Position {
+	pos := Position{Index: earlier, Queued: queued, Slots: slots, Holder: earlier < slots}
+	if !pos.Holder {
+		pos.Ahead = earlier - max(slots, 0)
+	}
+	return pos
+}
+
+// AfterDeletion is how a waiter moves without re-reading the queue. A waiter
+// whose key was created at mine, with earlier keys created before it, sees
+// the key of deleted (node and CreateRevision, from the delete event's
+// previous value) removed. Keys created after the waiter's read can only
+// queue behind it, so deletions are the only events that move it: one fewer
+// earlier key when the deleted one was created before its own. ok is false
+// when the event cannot be counted: its previous value is missing
+// (CreateRevision 0), it is the waiter's own key, or the count would go
+// negative (it was wrong); the caller then reads the queue again.
+func AfterDeletion(mine Entry, earlier int, deleted Entry) (next int, ok bool) {
+	switch {
+	case deleted.CreateRevision <= 0, deleted.Node == mine.Node:
+		return earlier, false
+	case !before(deleted, mine):
+		return earlier, true
+	case earlier <= 0:
+		return earlier, false
+	}
+	return earlier - 1, true
 }
 
 // Split returns the holders and the waiters, each in FIFO order.

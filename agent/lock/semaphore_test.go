@@ -50,3 +50,66 @@ func TestSplit(t *testing.T) {
 		t.Errorf("Split with spare slots: %v %v", h, w)
 	}
 }
+
+func TestAfterDeletion(t *testing.T) {
+	me := Entry{"m", 50}
+	tests := []struct {
+		name    string
+		earlier int
+		deleted Entry
+		want    int
+		wantOK  bool
+	}{
+		{"holder ahead released", 4, Entry{"a", 10}, 3, true},
+		{"waiter ahead left", 4, Entry{"b", 49}, 3, true},
+		{"key behind left", 4, Entry{"z", 51}, 4, true},
+		{"last one ahead", 1, Entry{"a", 10}, 0, true},
+		// Keys created in one transaction share a revision; the name orders
+		// them, as in Order.
+		{"same revision, name before", 2, Entry{"a", 50}, 1, true},
+		{"same revision, name after", 2, Entry{"z", 50}, 2, true},
+		{"own key deleted: read again", 2, Entry{"m", 50}, 2, false},
+		{"no previous value: read again", 2, Entry{"a", 0}, 2, false},
+		{"count already zero: read again", 0, Entry{"a", 10}, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := AfterDeletion(me, tt.earlier, tt.deleted)
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("AfterDeletion(%v, %d, %v) = %d, %v; want %d, %v",
+					me, tt.earlier, tt.deleted, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+// TestAfterDeletionMatchesLocate: counting deletions from one read gives the
+// position Locate gives on a fresh read, whatever the order of deletions.
+func TestAfterDeletionMatchesLocate(t *testing.T) {
+	q := []Entry{{"a", 3}, {"b", 5}, {"c", 5}, {"d", 8}, {"e", 9}, {"m", 12}, {"x", 13}, {"y", 20}}
+	for _, slots := range []int{1, 2, 3} {
+		for _, del := range [][]string{{"a", "b", "c"}, {"y", "d", "x", "a"}, {"e", "d", "c", "b", "a"}} {
+			pos, _ := Locate(q, slots, "m")
+			earlier := pos.Index
+			alive := append([]Entry(nil), q...)
+			for _, name := range del {
+				var gone Entry
+				for i, e := range alive {
+					if e.Node == name {
+						gone = e
+						alive = append(alive[:i], alive[i+1:]...)
+						break
+					}
+				}
+				var ok bool
+				if earlier, ok = AfterDeletion(Entry{"m", 12}, earlier, gone); !ok {
+					t.Fatalf("slots %d, deleting %v: %s not counted", slots, del, name)
+				}
+				want, _ := Locate(alive, slots, "m")
+				if got := PositionAt(earlier, len(alive), slots); got != want {
+					t.Errorf("slots %d, after deleting %s of %v: counted %+v, Locate %+v", slots, name, del, got, want)
+				}
+			}
+		}
+	}
+}
