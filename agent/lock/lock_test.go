@@ -383,3 +383,48 @@ func TestWaiterLeavesQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWaiterDequeuedByOperator: `lock release` of a waiter ends its wait with
+// ErrDequeued (its own deletion is the one event it cannot count), and the
+// waiter behind it moves up past it.
+func TestWaiterDequeuedByOperator(t *testing.T) {
+	f := newFixture(t)
+	ctx := ctxT(t, 20*time.Second)
+	a := f.lock(f.opts("a", 1, 30*time.Second, ""))
+	if _, err := a.Acquire(ctx, "c1", nil); err != nil {
+		t.Fatal(err)
+	}
+	b := f.lock(f.opts("b", 1, 30*time.Second, ""))
+	bQueued := make(chan struct{})
+	bDone := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(ctx, "c1", func(lock.Position) { close(bQueued) })
+		bDone <- err
+	}()
+	<-bQueued
+	c := f.lock(f.opts("c", 1, 30*time.Second, ""))
+	positions := make(chan lock.Position, 4)
+	cDone := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, "c1", func(p lock.Position) { positions <- p })
+		cDone <- err
+	}()
+	if p := <-positions; p.Ahead != 1 {
+		t.Fatalf("c queued with %d ahead, want 1", p.Ahead)
+	}
+	if ok, err := lock.ReleaseNode(ctx, f.cli, "/update-agent", "workers", "b"); !ok || err != nil {
+		t.Fatalf("ReleaseNode(b) = %v, %v", ok, err)
+	}
+	if err := <-bDone; !errors.Is(err, lock.ErrDequeued) {
+		t.Errorf("b's Acquire after its entry was released: %v, want ErrDequeued", err)
+	}
+	if p := <-positions; p.Holder || p.Ahead != 0 {
+		t.Errorf("after b was released, c is at %+v; want first waiter", p)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-cDone; err != nil {
+		t.Fatal(err)
+	}
+}
