@@ -18,7 +18,9 @@ type Position struct {
 	Index int
 	// Ahead is how many waiters are ahead of this node (0 for a holder).
 	Ahead int
-	// Queued is the number of entries (holders and waiters).
+	// Queued is the number of entries (holders and waiters). A waiter
+	// counts it down from its one read; entries queued since are behind it
+	// and not watched, so it can be low while waiting.
 	Queued int
 	Slots  int
 }
