@@ -25,7 +25,7 @@ test:
 	$(GO) test -count=1 $(PKGS)
 
 # check is the README's test command and what .ci/run runs.
-check: lint test
+check: lint test e2e
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -75,4 +75,4 @@ rpm-payload: rpm
 	packaging/rpm.sh payload $$(ls $(DISTDIR)/update-agent-[0-9]*.rpm | grep -v '\.src\.rpm$$') $(PAYLOAD_DIR)
 
 clean:
-	rm -rf bin
+	rm -rf bin $(DISTDIR) bench-out
