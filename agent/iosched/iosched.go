@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/update-agent/update-agent/agent/atomicfile"
 	"github.com/update-agent/update-agent/agent/oplog"
 )
 
@@ -297,7 +298,7 @@ func save(path string, st State) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("saving scheduler state %s: %w", path, err)
 	}
-	if err := writeAtomic(path, append(b, '\n')); err != nil {
+	if err := atomicfile.Write(path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("saving scheduler state %s: %w", path, err)
 	}
 	return nil
@@ -309,33 +310,6 @@ func removeState(path string) error {
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("removing scheduler state %s: %w", path, err)
-	}
-	return nil
-}
-
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }

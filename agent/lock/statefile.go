@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/update-agent/update-agent/agent/atomicfile"
 )
 
 // leaseFileName is the node lease's record in the state directory.
@@ -42,7 +44,7 @@ func writeLeaseState(dir string, s leaseState) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, leaseFileName), append(b, '\n')); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, leaseFileName), append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("saving lease state: %w", err)
 	}
 	return nil
@@ -53,44 +55,5 @@ func removeLeaseState(dir string) error {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("removing lease state: %w", err)
 	}
-	return syncDir(dir)
-}
-
-// writeFileAtomic writes a temp file, fsyncs it, renames it over path and
-// fsyncs the directory so the rename itself is on disk.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after a successful rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.SyncDir(dir)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/update-agent/update-agent/agent/atomicfile"
 	"github.com/update-agent/update-agent/agent/systemd"
 )
 
@@ -58,23 +59,8 @@ func (s *Stager) saveJournal(j *journal) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return fmt.Errorf("recording staging changes in %s: %w", p, err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(p), ".staging-undo.json.tmp*")
-	if err != nil {
-		return fmt.Errorf("recording staging changes in %s: %w", p, err)
-	}
-	defer os.Remove(f.Name())
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), p)
-	}
-	if err != nil {
-		return fmt.Errorf("recording staging changes in %s: %w", p, err)
+	if err := atomicfile.Write(p, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("recording staging changes: %w", err)
 	}
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/update-agent/update-agent/agent/atomicfile"
 )
 
 // FileName is the record's name inside the state directory.
@@ -170,50 +172,10 @@ func (s Store) Save(st State) error {
 	if err != nil {
 		return fmt.Errorf("saving state: %w", err)
 	}
-	return WriteFileAtomic(s.Path(), append(b, '\n'), 0o600)
-}
-
-// WriteFileAtomic replaces path with data (temp file, fsync, rename, fsync
-// of the directory).
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("saving %s: %w", path, err)
+	if err := os.MkdirAll(filepath.Dir(s.Path()), 0o700); err != nil {
+		return fmt.Errorf("saving state: %w", err)
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("saving %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("saving %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("saving %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("saving %s: syncing directory: %w", path, err)
-	}
-	defer d.Close()
-	if err = d.Sync(); err != nil {
-		return fmt.Errorf("saving %s: syncing directory: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(s.Path(), append(b, '\n'), 0o600)
 }
 
 // BootIDPath is where Linux publishes the current boot's random ID.

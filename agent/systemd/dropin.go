@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/update-agent/update-agent/agent/atomicfile"
 )
 
 // Default directories: runtime unit files (vanish on reboot, which is what a
@@ -38,7 +40,7 @@ func WriteDropIn(dir, unit, name, content string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return "", fmt.Errorf("writing drop-in %s: %w", p, err)
 	}
-	if err := writeAtomic(p, []byte(content), 0o644); err != nil {
+	if err := atomicfile.Write(p, []byte(content), 0o644); err != nil {
 		return "", fmt.Errorf("writing drop-in %s: %w", p, err)
 	}
 	return p, nil
@@ -56,29 +58,4 @@ func RemoveDropIn(path string) (bool, error) {
 	}
 	_ = os.Remove(filepath.Dir(path)) // only succeeds when empty
 	return true, nil
-}
-
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
