@@ -3,8 +3,6 @@ package adapters
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -19,22 +17,7 @@ import (
 
 var bin standintest.Binaries
 
-func TestMain(m *testing.M) {
-	if !standintest.Have() {
-		fmt.Println("ostree is not installed: skipping")
-		os.Exit(0)
-	}
-	dir, err := os.MkdirTemp("", "adapters-standin-")
-	if err != nil {
-		panic(err)
-	}
-	if bin, err = standintest.Build(dir); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { standintest.Main(m, &bin) }
 
 func host(t *testing.T) (*standintest.Env, OS, PlainStager) {
 	env := standintest.New(t, bin)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,24 +22,7 @@ import (
 
 var bins standintest.Binaries
 
-func TestMain(m *testing.M) {
-	if !standintest.Have() {
-		fmt.Fprintln(os.Stderr, "ostree CLI not installed (apt-get install ostree): contract tests cannot run")
-		os.Exit(1)
-	}
-	dir, err := os.MkdirTemp("", "rpmostree-contract-")
-	if err != nil {
-		panic(err)
-	}
-	bins, err = standintest.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { standintest.Main(m, &bins) }
 
 const agentUnit = "update-agent.service"
 

@@ -39,22 +39,7 @@ const (
 
 var bin standintest.Binaries
 
-func TestMain(m *testing.M) {
-	if !standintest.Have() {
-		fmt.Println("ostree is not installed: skipping")
-		os.Exit(0)
-	}
-	dir, err := os.MkdirTemp("", "cycle-standin-")
-	if err != nil {
-		panic(err)
-	}
-	if bin, err = standintest.Build(dir); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { standintest.Main(m, &bin) }
 
 // node is one host: its stand-in, its etcd member, its agent.
 type node struct {

@@ -44,6 +44,30 @@ func Build(dir string) (Binaries, error) {
 	return b, nil
 }
 
+// Main is a TestMain for packages whose tests run the stand-in: it builds
+// the binaries into a temp dir, stores them in *bin, runs the tests and
+// cleans up. Without the ostree CLI it fails: those tests must not pass by
+// skipping (.ci/run installs ostree).
+func Main(m *testing.M, bin *Binaries) {
+	if !Have() {
+		fmt.Fprintln(os.Stderr, "the ostree CLI is not installed (apt-get install ostree): the stand-in cannot run")
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "standin-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if *bin, err = Build(dir); err != nil {
+		os.RemoveAll(dir)
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 func goBin() string {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
