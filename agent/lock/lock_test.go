@@ -1,7 +1,6 @@
 package lock_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/tests/etcdtest"
+	"github.com/update-agent/update-agent/tests/testlog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -23,29 +23,12 @@ type fixture struct {
 	c   *etcdtest.Cluster
 	cli *clientv3.Client
 	log *slog.Logger
-	buf *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	buf *testlog.Buffer
 }
 
 func newFixture(t *testing.T) *fixture {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
-	buf := &syncBuffer{}
+	buf := &testlog.Buffer{}
 	return &fixture{t: t, c: c, cli: c.Client(t, nil), buf: buf,
 		log: slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/agent/state"
 	"github.com/update-agent/update-agent/tests/rpmostree/standintest"
+	"github.com/update-agent/update-agent/tests/testlog"
 )
 
 var (
@@ -142,7 +143,7 @@ enabled = false
 	notify := listenNotify(t, env.Dir)
 
 	done := make(chan error, 1)
-	var stderr syncBuffer
+	var stderr testlog.Buffer
 	go func() { done <- runDaemon(&cmdEnv{stdout: io.Discard, stderr: &stderr}, []string{"--root", root}) }()
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -232,21 +233,4 @@ func TestDaemonRefusesAnotherDriver(t *testing.T) {
 	if code != exitFailure || !strings.Contains(stderr, "driven by zincati (zincati.service)") {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

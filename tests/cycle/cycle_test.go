@@ -30,6 +30,7 @@ import (
 	"github.com/update-agent/update-agent/agent/state"
 	"github.com/update-agent/update-agent/tests/etcdtest"
 	"github.com/update-agent/update-agent/tests/rpmostree/standintest"
+	"github.com/update-agent/update-agent/tests/testlog"
 )
 
 const (
@@ -290,7 +291,7 @@ func TestUnplannedRebootWhileStaged(t *testing.T) {
 	env := standintest.New(t, bin)
 	target := env.Publish(env.Ref, 1)
 	dir := t.TempDir()
-	var logb syncBuffer
+	var logb testlog.Buffer
 	log := slog.New(slog.NewTextHandler(&logb, nil))
 	win := &gate{}
 	boot := "boot-1"
@@ -369,21 +370,4 @@ func TestUnplannedRebootWhileStaged(t *testing.T) {
 	wait("idle on the target", func(s engine.Snapshot) bool {
 		return s.State.Phase == state.Idle && s.OS.Booted.Checksum == target && s.Action.Kind == engine.ActWait
 	})
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
