@@ -85,6 +85,10 @@ type Staging struct {
 	// NRRequests sets a shallower queue/nr_requests for the window; 0
 	// leaves it alone.
 	NRRequests int `toml:"nr_requests"`
+	// MaxSectorsKB caps one request's size (queue/max_sectors_kb) for the
+	// window; 0 leaves it alone. With nr_requests it bounds how much of
+	// the stager's writeback sits in the device queue ahead of an fsync.
+	MaxSectorsKB int `toml:"max_sectors_kb"`
 	// Paths are resolved to their whole disks (through partitions, dm, md).
 	Paths          []string `toml:"paths"`
 	PerObjectFsync bool     `toml:"per_object_fsync"`

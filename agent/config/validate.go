@@ -202,6 +202,10 @@ func (k *checker) staging(s *Staging) {
 		// The block layer's minimum (BLKDEV_MIN_RQ); it would round up.
 		k.fail("staging.nr_requests", "must be 0 (leave alone) or >= 4, got %d", s.NRRequests)
 	}
+	if s.MaxSectorsKB != 0 && s.MaxSectorsKB < 4 {
+		// One page: the kernel refuses anything smaller.
+		k.fail("staging.max_sectors_kb", "must be 0 (leave alone) or >= 4, got %d", s.MaxSectorsKB)
+	}
 	for i, p := range s.Paths {
 		k.absPath(fmt.Sprintf("staging.paths[%d]", i), p)
 	}

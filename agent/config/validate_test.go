@@ -42,6 +42,7 @@ func TestValidationRules(t *testing.T) {
 		{"[staging]\nio_write_bandwidth_max = \"-5M\"", "staging.io_write_bandwidth_max", `invalid size "-5M"`},
 		{"[staging]\nscheduler = \"cfq\"", "staging.scheduler", `must be one of "", "bfq", "mq-deadline", "kyber", "none", got "cfq"`},
 		{"[staging]\nnr_requests = 2", "staging.nr_requests", `must be 0 (leave alone) or >= 4, got 2`},
+		{"[staging]\nmax_sectors_kb = 1", "staging.max_sectors_kb", `must be 0 (leave alone) or >= 4, got 1`},
 		{"[staging]\npaths = [\"/sysroot\", \"var\"]", "staging.paths[1]", `must be an absolute path, got "var"`},
 		{"[staging]\netcd_io_latency_target = \"10ms\"", "staging.etcd_io_latency_target", `needs etcd.local_unit`},
 		{"[staging]\ntimeout = \"0s\"", "staging.timeout", `must be > 0, got "0s"`},
@@ -117,7 +118,7 @@ func TestValidationRules(t *testing.T) {
 // TestValidBoundaries: values at the edge of every range are accepted.
 func TestValidBoundaries(t *testing.T) {
 	frags := []string{
-		"[staging]\nio_scheduling_priority = 0\nio_weight = 1\ncpu_weight = 1\nnice = -20\nmemory_high = \"1M\"\nio_write_bandwidth_max = \"1M\"\nnr_requests = 4",
+		"[staging]\nio_scheduling_priority = 0\nio_weight = 1\ncpu_weight = 1\nnice = -20\nmemory_high = \"1M\"\nio_write_bandwidth_max = \"1M\"\nnr_requests = 4\nmax_sectors_kb = 4",
 		"[staging]\nio_scheduling_priority = 7\nio_weight = 10000\ncpu_weight = \"10000\"\nnice = 19\nmemory_high = \"infinity\"\nio_write_bandwidth_max = \"1.5G\"\nscheduler = \"\"\nio_scheduling_class = \"best-effort\"",
 		"[staging]\netcd_io_latency_target = \"25ms\"\n[etcd]\nlocal_unit = \"etcd-member@a.service\"",
 		"[lock]\nreboot_lease_ttl = \"5s\"\nslots = 1\ngroup = \"control-plane.eu-1\"",

@@ -66,6 +66,7 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 		Scheduler:         s.Scheduler,
 		KeepScheduler:     !s.RestoreScheduler,
 		NrRequests:        s.NRRequests,
+		MaxSectorsKB:      s.MaxSectorsKB,
 		PerObjectFsync:    s.PerObjectFsync,
 		Repo:              rooted(root, "/ostree/repo"),
 		EtcdUnit:          cfg.Etcd.LocalUnit,

@@ -41,6 +41,13 @@ func TestStagingLatency(t *testing.T) {
 		plan.UpdateSize, plan.UpdateFile = size, FilesFor(size)
 	}
 	if only := os.Getenv("BENCH_SCENARIOS"); only != "" {
+		if quick {
+			// Pick from the whole sweep, at the quick plan's size and disk.
+			full := MakePlan(false)
+			for _, d := range plan.Disks {
+				plan.Scenarios[d.Name] = full.Scenarios[d.Name]
+			}
+		}
 		plan = plan.Only(strings.Split(only, ","))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Hour)

@@ -4,10 +4,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"strings"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/tests/bench/report"
 )
 
@@ -102,10 +103,34 @@ func TestPlan(t *testing.T) {
 	if len(quick.Disks) != 1 || len(quick.Scenarios[quick.Disks[0].Name]) != 4 || quick.UpdateSize == full.UpdateSize {
 		t.Errorf("quick plan %+v", quick)
 	}
-	// Each knob is valid TOML on its own, one section per fragment.
-	for _, k := range Knobs {
-		if strings.Count(k.Config, "[") != 1 {
-			t.Errorf("knob %s: %q", k.ID, k.Config)
+	// Every agent scenario's configuration loads as the guest loads it: the
+	// shipped defaults, the bench's base, then the scenario's fragment.
+	defaults, err := os.ReadFile("../../../packaging/config.d/00-defaults.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range full.Disks {
+		for _, s := range full.Scenarios[d.Name] {
+			if s.Stager != Agent {
+				continue
+			}
+			root := t.TempDir()
+			for name, body := range map[string]string{
+				"usr/lib/update-agent/config.d/00-defaults.toml": string(defaults),
+				"etc/update-agent/config.d/50-bench.toml":        agentBase,
+				"etc/update-agent/config.d/60-scenario.toml":     s.AgentConfig,
+			} {
+				p := filepath.Join(root, name)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, _, err := config.Load(root); err != nil {
+				t.Errorf("%s/%s: %v", d.Name, s.ID, err)
+			}
 		}
 	}
 }

@@ -99,7 +99,17 @@ var Knobs = []struct{ ID, Config string }{
 	{"k-nrrequests-16", "[staging]\nnr_requests = 16\n"},
 	{"k-etcd-iolatency-10ms", "[staging]\netcd_io_latency_target = \"10ms\"\n"},
 	{"k-guard-maxfreeze-5s", "[guard]\nmax_freeze = \"5s\"\nmin_run_share = 0.1\n"},
+	{"k-maxsectors-64", "[staging]\nmax_sectors_kb = 64\n"},
+	// A shallow device queue bounds how much writeback an fsync can find
+	// queued ahead of it; with and without the guard.
+	{"k-queue-shallow", shallowQueue},
+	{"k-queue-shallow-noguard", shallowQueue + "[guard]\nenabled = false\n"},
+	// The guard on etcd's cgroup PSI alone (no /metrics scrape), sampled
+	// fast: cheap to read, and it sees a stall while it lasts.
+	{"k-queue-shallow-psi-fast", shallowQueue + "[guard]\nmetrics_url = \"\"\ninterval = \"250ms\"\nwindow = \"1s\"\n"},
 }
+
+const shallowQueue = "[staging]\nnr_requests = 16\nmax_sectors_kb = 64\n"
 
 // Plan is what one run measures, in order, per disk.
 type Plan struct {
