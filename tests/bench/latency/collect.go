@@ -28,6 +28,7 @@ type Measured struct {
 	EtcdPre  []byte // histogram exposition before
 	EtcdPost []byte // and after
 	EtcdLine []byte // putload's timeline.csv
+	StageLog []byte // update-agent's log of the staging (Agent only): the guard's decisions
 }
 
 // Rows are the table rows of m: the fio job and the etcd member. A missing
@@ -43,6 +44,9 @@ func (m Measured) Rows() ([]report.Row, error) {
 	}
 	row := report.Row{Disk: m.Disk.Name, Load: m.Scenario.Load(m.Disk), Scenario: m.Scenario.ID,
 		Staging: m.Window.Duration(), N: j.Sync.N, Max: j.Sync.Max}
+	if j.Runtime > 0 {
+		row.Rate = float64(j.Sync.N) / j.Runtime.Seconds()
+	}
 	for _, p := range []struct {
 		q   float64
 		dst *time.Duration
@@ -78,6 +82,10 @@ func (m Measured) Rows() ([]report.Row, error) {
 		Staging: m.Window.Duration(), N: int64(d.Total()),
 		P50: sec(d.Quantile(0.5)), P99: sec(d.Quantile(0.99)), P999: sec(d.Quantile(0.999)),
 		MaxIsBound: true}
+	if j.Runtime > 0 {
+		// Both loads start and stop together.
+		erow.Rate = float64(erow.N) / j.Runtime.Seconds()
+	}
 	if mb := d.MaxBound(); math.IsInf(mb, 1) {
 		erow.Max, erow.MaxOver = sec(d.Buckets[len(d.Buckets)-2].Le), true
 	} else {

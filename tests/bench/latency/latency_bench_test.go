@@ -111,6 +111,15 @@ func TestStagingLatency(t *testing.T) {
 				t.Fatal(err)
 			}
 			table.Rows = append(table.Rows, rows...)
+			if len(m.StageLog) > 0 {
+				p := filepath.Join(out, "logs", d.Name+"-"+sc.ID+"-"+strings.ReplaceAll(sc.Load(d), "/", "")+".log")
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, m.StageLog, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			p, err := m.Panel()
 			if err != nil {
 				t.Fatal(err)
@@ -196,6 +205,11 @@ func runScenario(ctx context.Context, g *guest.Guest, d Disk, sc Scenario, plan 
 		{&m.EtcdLine, dir + "/etcd/timeline.csv"},
 	} {
 		if *f.dst, err = Fetch(ctx, g, f.path); err != nil {
+			return Measured{}, err
+		}
+	}
+	if sc.Stager == Agent {
+		if m.StageLog, err = Fetch(ctx, g, "/var/tmp/bench-stage.log"); err != nil {
 			return Measured{}, err
 		}
 	}

@@ -17,7 +17,7 @@ func sampleTable() Table {
 	return Table{Rows: []Row{
 		{Disk: "500iops", Load: "fio", Scenario: ScenarioAlone, N: 15261, P50: 2638 * time.Microsecond, P99: 10682 * time.Microsecond, P999: 17957 * time.Microsecond, Max: 29382 * time.Microsecond},
 		{Disk: "500iops", Load: "fio", Scenario: ScenarioNaive, Staging: 80600 * ms, N: 2544, P50: 5145 * time.Microsecond, P99: 308281 * time.Microsecond, P999: 4529848 * time.Microsecond, Max: 4755820 * time.Microsecond},
-		{Disk: "500iops", Load: "fio", Scenario: ScenarioAgent, Staging: 84700 * ms, N: 2869, P50: 5079 * time.Microsecond, P99: 13 * ms, P999: 50 * ms, Max: 90 * ms},
+		{Disk: "500iops", Load: "fio", Scenario: ScenarioAgent, Staging: 84700 * ms, N: 2869, Rate: 33.87, P50: 5079 * time.Microsecond, P99: 13 * ms, P999: 50 * ms, Max: 90 * ms},
 		{Disk: "500iops", Load: "etcd", Scenario: ScenarioAgent, Staging: 200 * time.Second, N: 900, P50: 2 * ms, P99: 64 * ms, P999: 128 * ms, Max: 256 * ms, MaxIsBound: true},
 	}}
 }
@@ -84,10 +84,10 @@ func TestWriteTextAndCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 5 || len(recs[0]) != len(header) {
+	if len(recs) != 5 || len(recs[0]) != len(header) || recs[0][5] != "per_s" {
 		t.Fatalf("csv %d records, %d columns", len(recs), len(recs[0]))
 	}
-	if r := recs[3]; r[2] != ScenarioAgent || r[6] != "13.00" || r[9] != "1.22" || r[12] != "1.05" {
+	if r := recs[3]; r[2] != ScenarioAgent || r[5] != "33.9" || r[7] != "13.00" || r[10] != "1.22" || r[13] != "1.05" {
 		t.Errorf("agent row %v", r)
 	}
 }

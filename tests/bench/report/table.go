@@ -30,10 +30,13 @@ type Row struct {
 	// Staging is the wall time of the staging; 0 when nothing was staged.
 	Staging time.Duration
 	N       int64 // fdatasyncs measured
-	P50     time.Duration
-	P99     time.Duration
-	P999    time.Duration
-	Max     time.Duration
+	// Rate is N per second of the load's run: what the load achieved,
+	// against what it asked for (a starved guest falls short).
+	Rate float64
+	P50  time.Duration
+	P99  time.Duration
+	P999 time.Duration
+	Max  time.Duration
 	// MaxIsBound says Max is a histogram bucket bound (etcd's metrics), not
 	// the observed maximum.
 	MaxIsBound bool
@@ -80,7 +83,7 @@ func (t Table) Ratios(r Row) Ratios {
 	}
 }
 
-var header = []string{"disk", "load", "scenario", "staging_s", "fdatasyncs",
+var header = []string{"disk", "load", "scenario", "staging_s", "fdatasyncs", "per_s",
 	"p50_ms", "p99_ms", "p99.9_ms", "max_ms", "p99/a", "max/a", "p99/b", "staging/b"}
 
 func fmtMS(d time.Duration) string { return strconv.FormatFloat(d.Seconds()*1000, 'f', 2, 64) }
@@ -105,7 +108,11 @@ func (t Table) fields(r Row) []string {
 	case r.MaxIsBound:
 		max = "<=" + max
 	}
-	return []string{r.Disk, r.Load, r.Scenario, stage, strconv.FormatInt(r.N, 10),
+	rate := "-"
+	if r.Rate > 0 {
+		rate = strconv.FormatFloat(r.Rate, 'f', 1, 64)
+	}
+	return []string{r.Disk, r.Load, r.Scenario, stage, strconv.FormatInt(r.N, 10), rate,
 		fmtMS(r.P50), fmtMS(r.P99), fmtMS(r.P999), max,
 		num(q.P99VsAlone), num(q.MaxVsAlone), num(q.P99VsNaive), num(q.StageVsNaive)}
 }
