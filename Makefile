@@ -33,7 +33,9 @@ lint:
 
 # e2e boots a Debian systemd guest under qemu (tests/guest; the image is
 # built once into ~/.cache/update-agent-guest, override with UA_GUEST_CACHE).
+# The agent goes in as its RPM's payload (tests/e2e/rpmpkg): rpmbuild needed.
 e2e: build
+	@for t in rpmbuild rpm2cpio cpio; do command -v $$t >/dev/null || { echo "make e2e: $$t not found: the guest e2e installs the RPM (Debian: apt-get install rpm rpm2cpio cpio; .ci/run does)" >&2; exit 1; }; done
 	$(GO) vet -tags e2e ./tests/e2e/...
 	$(GO) test -tags e2e -count=1 -timeout 40m -p 1 -v ./tests/e2e/...
 
@@ -59,16 +61,19 @@ demo:
 # Packaging (packaging/rpm.sh): dist = source tarball with vendored modules,
 # rpm = SRPM + RPM built offline from it (runs the spec's %check; pass
 # RPMBUILD_OPTS=--nocheck to skip), rpm-payload = build, then unpack the RPM's
-# files under PAYLOAD_DIR (what the guest e2e installs).
+# files under PAYLOAD_DIR (what the guest e2e installs). RPM_VERSION overrides
+# the package version (default: the spec's, as a snapshot of HEAD unless HEAD
+# is tagged v<Version>).
 DISTDIR       ?= dist
 RPMBUILD_OPTS ?=
 PAYLOAD_DIR   ?= $(DISTDIR)/payload
+RPM_VERSION   ?=
 
 dist:
-	packaging/rpm.sh dist $(DISTDIR)
+	RPM_VERSION='$(RPM_VERSION)' packaging/rpm.sh dist $(DISTDIR)
 
 rpm:
-	packaging/rpm.sh rpm $(DISTDIR) $(RPMBUILD_OPTS)
+	RPM_VERSION='$(RPM_VERSION)' packaging/rpm.sh rpm $(DISTDIR) $(RPMBUILD_OPTS)
 
 rpm-payload: rpm
 	rm -rf $(PAYLOAD_DIR)

@@ -9,6 +9,9 @@
 #                               rpmbuild (e.g. --nocheck).
 #   rpm.sh payload RPM DIR      unpack RPM's files under DIR (no scriptlets)
 #
+# RPM_VERSION, when set, is the package version instead (the guest e2e stamps
+# each build with its own, to tell its binary from any other).
+#
 # The tarball holds the git-tracked files of the work tree (what `make build`
 # would build) plus vendor/ made by `go mod vendor` in a temporary copy, so the
 # RPM builds without network; the repository itself never carries vendor/.
@@ -28,6 +31,13 @@ trap 'rm -rf "${tmpdirs[@]}"' EXIT
 # ordered by commit count.
 pkg_version() {
 	local base
+	if [ -n "${RPM_VERSION:-}" ]; then
+		# rpm's Version tag: no "-" (it separates the release), no spaces.
+		[[ $RPM_VERSION =~ ^[0-9A-Za-z][0-9A-Za-z._+~^]*$ ]] ||
+			die "RPM_VERSION=$RPM_VERSION is not an rpm version (letters, digits and ._+~^ only)"
+		echo "$RPM_VERSION"
+		return
+	fi
 	base=$(sed -n 's/^Version:[[:space:]]*//p' "$spec")
 	[ -n "$base" ] || die "no Version: in $spec"
 	if [ "$(git -C "$root" describe --tags --exact-match HEAD 2>/dev/null || true)" = "v$base" ]; then

@@ -313,3 +313,41 @@ func TestSources(t *testing.T) {
 		t.Errorf("the repository carries vendor/: %q", tracked)
 	}
 }
+
+// TestVersionOverride checks RPM_VERSION (what the guest e2e stamps each of
+// its builds with) becomes the package version, and that one rpm would not
+// accept as a Version tag is refused before anything is built.
+func TestVersionOverride(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := func(override string) (string, error) {
+		cmd := exec.Command("packaging/rpm.sh", "version")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "RPM_VERSION="+override)
+		out, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	if got, err := version("0.1.0~5.gabcdef0.e2e1"); err != nil || got != "0.1.0~5.gabcdef0.e2e1" {
+		t.Errorf("RPM_VERSION=0.1.0~5.gabcdef0.e2e1: version %q, %v", got, err)
+	}
+	for _, bad := range []string{"0.1.0-1", "0.1 0", "~0.1"} {
+		if got, err := version(bad); err == nil || !strings.Contains(got, "not an rpm version") {
+			t.Errorf("RPM_VERSION=%q: version %q, %v; want refused", bad, got, err)
+		}
+	}
+	// Unset (empty, as make passes it), it is the spec's Version or a snapshot of it.
+	spec, err := os.ReadFile(filepath.Join(root, "update-agent.spec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := regexp.MustCompile(`(?m)^Version:\s+(\S+)$`).FindSubmatch(spec)
+	if base == nil {
+		t.Fatal("no Version: in update-agent.spec")
+	}
+	snapshot := regexp.MustCompile(`^` + regexp.QuoteMeta(string(base[1])) + `(~[0-9]+\.g[0-9a-f]{7,})?$`)
+	if got, err := version(""); err != nil || !snapshot.MatchString(got) {
+		t.Errorf("RPM_VERSION empty: version %q, %v; want %s or a snapshot of it", got, err, base[1])
+	}
+}
