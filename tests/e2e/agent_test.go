@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,42 +11,43 @@ import (
 	"testing"
 	"time"
 
+	"github.com/update-agent/update-agent/tests/e2e/rpmpkg"
 	"github.com/update-agent/update-agent/tests/guest"
 )
 
-// rpmPaths maps files of the repo to where update-agent.spec installs them.
-var rpmPaths = []struct{ src, dst, mode string }{
-	{"units/update-agent.service", "/usr/lib/systemd/system/update-agent.service", "0644"},
-	{"units/update-agent.tmpfiles.conf", "/usr/lib/tmpfiles.d/update-agent.conf", "0644"},
-	{"packaging/config.d/00-defaults.toml", "/usr/lib/update-agent/config.d/00-defaults.toml", "0644"},
-}
-
-// installAgent builds the agent with a version unique to this run and
-// installs it at the RPM's paths, with the rpm-ostree stand-in as
-// rpm-ostreed.service (the agent reads `rpm-ostree status` before READY).
-// The guest is not rpm-ostree booted, so a tmpfiles snippet makes
-// /run/ostree-booted (the unit's condition) on every boot.
+// installAgent installs the agent from its RPM (rpmpkg: payload and %post),
+// with the rpm-ostree stand-in as rpm-ostreed.service (the agent reads
+// `rpm-ostree status` before READY). The guest is not rpm-ostree booted, so
+// a tmpfiles snippet makes /run/ostree-booted (the unit's condition) on
+// every boot. It returns the package version, unique to this test binary.
 func installAgent(t *testing.T, g *guest.Guest) (version string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	pkg := rpmpkg.Build(t)
 	root := moduleRoot(t)
 	stage := filepath.Join(t.TempDir(), "ua-install")
 	if err := os.Mkdir(stage, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	version = fmt.Sprintf("e2e-%d", time.Now().UnixNano())
-	for bin, pkg := range map[string]string{
-		"update-agent": "./cmd/update-agent",
-		"rpm-ostree":   "./tests/rpmostree/cmd/rpm-ostree",
-		"mkupdate":     "./tests/mkupdate",
+	for bin, src := range map[string]string{
+		"rpm-ostree": "./tests/rpmostree/cmd/rpm-ostree",
+		"mkupdate":   "./tests/mkupdate",
 	} {
-		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-X main.version="+version,
-			"-o", filepath.Join(stage, bin), pkg)
+		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(stage, bin), src)
 		build.Dir = root
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+			t.Fatalf("building %s: %v\n%s", src, err, out)
+		}
+	}
+	for _, f := range []string{"rpm-ostreed.service", "rpm-ostree-standin.tmpfiles.conf"} {
+		b, err := os.ReadFile(filepath.Join(root, "tests/rpmostree/units", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(stage, f), b, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 	// This test is about the unit's life cycle: no updates, no etcd.
@@ -55,47 +55,29 @@ func installAgent(t *testing.T, g *guest.Guest) (version string) {
 	if err := os.WriteFile(filepath.Join(stage, "50-e2e.toml"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	pkg.Install(t, g)
+	mk := "mkupdate -repo /srv/updates -ref os/stable -size 4MiB -files 40 -mode bare-user -generation 1 >/dev/null"
 	script := []string{
 		"set -e",
 		"cd /root/ua-install",
-		"install -Dm0755 update-agent /usr/bin/update-agent",
 		"install -m0755 rpm-ostree /usr/bin/rpm-ostree",
 		"install -m0755 mkupdate /usr/local/bin/mkupdate",
 		"install -m0644 rpm-ostreed.service /etc/systemd/system/",
 		"install -m0644 rpm-ostree-standin.tmpfiles.conf /etc/tmpfiles.d/",
 		"install -Dm0644 50-e2e.toml /etc/update-agent/config.d/50-e2e.toml",
 		"echo 'f /run/ostree-booted 0644 root root -' >/etc/tmpfiles.d/ua-test-ostree-booted.conf",
-	}
-	files := append([]struct{ src, dst, mode string }{
-		{"tests/rpmostree/units/rpm-ostreed.service", "", ""},
-		{"tests/rpmostree/units/rpm-ostree-standin.tmpfiles.conf", "", ""},
-	}, rpmPaths...)
-	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join(root, f.src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := filepath.Base(f.src)
-		if err := os.WriteFile(filepath.Join(stage, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if f.dst != "" {
-			script = append(script, fmt.Sprintf("install -Dm%s %s %s", f.mode, name, f.dst))
-		}
-	}
-	mk := "mkupdate -repo /srv/updates -ref os/stable -size 4MiB -files 40 -mode bare-user -generation 1 >/dev/null"
-	script = append(script,
 		"systemd-tmpfiles --create /usr/lib/tmpfiles.d/update-agent.conf /etc/tmpfiles.d/ua-test-ostree-booted.conf /etc/tmpfiles.d/rpm-ostree-standin.tmpfiles.conf",
-		"test -d /var/lib/rpm-ostree-standin/ostree || { "+mk+" && rpm-ostree standin-init --osname=fedora-coreos --remote=fedora --url=file:///srv/updates os/stable; }",
+		"test -d /var/lib/rpm-ostree-standin/ostree || { " + mk + " && rpm-ostree standin-init --osname=fedora-coreos --remote=fedora --url=file:///srv/updates os/stable; }",
 		"systemctl daemon-reload",
 		"systemctl enable --now rpm-ostreed.service",
-		"rpm-ostree status --json >/dev/null")
+		"rpm-ostree status --json >/dev/null",
+	}
 	g.MustRun(t, "rm -rf /root/ua-install")
 	if err := g.CopyIn(ctx, stage, "/root/ua-install"); err != nil {
 		t.Fatal(err)
 	}
 	g.MustRun(t, strings.Join(script, "\n"))
-	return version
+	return pkg.Version
 }
 
 func moduleRoot(t *testing.T) string {
@@ -144,9 +126,10 @@ func bootID(t *testing.T, g *guest.Guest) string {
 	return strings.ReplaceAll(strings.TrimSpace(g.MustRun(t, "cat /proc/sys/kernel/random/boot_id")), "-", "")
 }
 
-// TestAgentUnit installs the agent as the RPM does, enables it, and checks
-// it runs as a notify service with a structured start entry, before and
-// after a reboot.
+// TestAgentUnit installs the agent's RPM, enables it as an operator does
+// (the preset leaves it disabled), and checks it runs as a notify service
+// with a structured start entry of this build's version, before and after
+// a reboot.
 func TestAgentUnit(t *testing.T) {
 	g := guest.Shared(t)
 	version := installAgent(t, g)
@@ -161,6 +144,10 @@ func TestAgentUnit(t *testing.T) {
 		}, "\n"))
 	})
 
+	// %post applied the preset: installed, not enabled, not started.
+	if out, _, _, err := g.Run(context.Background(), "systemctl is-enabled update-agent.service; systemctl is-active update-agent.service"); err != nil || out != "disabled\ninactive\n" {
+		t.Errorf("after install: is-enabled, is-active = %q, %v; want disabled, inactive (the preset)", out, err)
+	}
 	if _, _, code, err := g.Run(context.Background(), "systemctl enable --now update-agent"); err != nil || code != 0 {
 		t.Fatalf("systemctl enable --now update-agent: exit %d, %v\n%s", code, err,
 			g.MustRun(t, "systemctl status --no-pager -l update-agent; journalctl -u update-agent -b --no-pager | tail -40; true"))

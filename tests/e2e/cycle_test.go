@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/update-agent/update-agent/tests/e2e/rpmpkg"
 	"github.com/update-agent/update-agent/tests/guest"
 )
 
@@ -62,41 +63,38 @@ func cycleModuleRoot(t *testing.T) string {
 	return filepath.Dir(strings.TrimSpace(string(out)))
 }
 
-// cycleInstall builds the agent, the rpm-ostree stand-in, mkupdate and a
-// current etcd server on the host and installs them in the guest as the
-// RPM and a real host would have them.
+// cycleInstall installs the agent from its RPM (rpmpkg: payload and %post)
+// and builds the rpm-ostree stand-in, mkupdate and a current etcd server on
+// the host to install them in the guest as a real host would have them.
 func cycleInstall(t *testing.T, g *guest.Guest) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
+	pkg := rpmpkg.Build(t)
 	root := cycleModuleRoot(t)
 	stage := filepath.Join(t.TempDir(), "ua-cycle")
 	if err := os.Mkdir(stage, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for bin, pkg := range map[string]string{
-		"update-agent": "./cmd/update-agent",
-		"rpm-ostree":   "./tests/rpmostree/cmd/rpm-ostree",
-		"mkupdate":     "./tests/mkupdate",
+	for bin, src := range map[string]string{
+		"rpm-ostree": "./tests/rpmostree/cmd/rpm-ostree",
+		"mkupdate":   "./tests/mkupdate",
 	} {
-		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(stage, bin), pkg)
+		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(stage, bin), src)
 		build.Dir = root
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+			t.Fatalf("building %s: %v\n%s", src, err, out)
 		}
 	}
 	buildEtcd(t, ctx, filepath.Join(stage, "etcd"))
 	files := map[string]string{
-		"units/update-agent.service":                             "/usr/lib/systemd/system/update-agent.service",
-		"units/update-agent.tmpfiles.conf":                       "/usr/lib/tmpfiles.d/update-agent.conf",
-		"packaging/config.d/00-defaults.toml":                    "/usr/lib/update-agent/config.d/00-defaults.toml",
 		"tests/rpmostree/units/rpm-ostreed.service":              "/etc/systemd/system/rpm-ostreed.service",
 		"tests/rpmostree/units/ostree-finalize-staged.service":   "/etc/systemd/system/ostree-finalize-staged.service",
 		"tests/rpmostree/units/rpm-ostree-standin.tmpfiles.conf": "/etc/tmpfiles.d/rpm-ostree-standin.conf",
 	}
 	script := []string{"set -e", "cd /root/ua-cycle",
-		"install -m0755 update-agent rpm-ostree /usr/bin/",
+		"install -m0755 rpm-ostree /usr/bin/",
 		"install -m0755 mkupdate etcd /usr/local/bin/",
 		"install -Dm0644 50-e2e.toml /etc/update-agent/config.d/50-e2e.toml",
 		"install -m0644 etcd.service /etc/systemd/system/",
@@ -117,6 +115,7 @@ func cycleInstall(t *testing.T, g *guest.Guest) {
 			t.Fatal(err)
 		}
 	}
+	pkg.Install(t, g)
 	mk := func(gen int) string {
 		return fmt.Sprintf("mkupdate -repo /var/lib/data/updates -ref os/stable -size 128MiB -files 1000 -mode bare-user -workdir /var/lib/data/mkupdate -generation %d", gen)
 	}
