@@ -67,6 +67,22 @@ type Config struct {
 	// is the share below which it allows a thaw (0: PSI not used).
 	StallFreeze float64
 	StallThaw   float64
+	// StallOwn says the stall share is etcd's own (its cgroup's
+	// io.pressure): it then stands in for etcd's latency when the metrics
+	// have nothing, instead of disk await, which counts the stager's own
+	// requests and so paces staging against itself.
+	StallOwn bool
+	// StallBase is the stall share learned before staging: the freeze and
+	// thaw levels are at least FreezeFactor and ThawFactor times it, so a
+	// member that normally waits on its disk a lot is not frozen for it.
+	StallBase float64
+}
+
+// stallLevels are the effective freeze and thaw stall shares.
+func (c Config) stallLevels() (freeze, thaw float64) {
+	freeze = max(c.StallFreeze, min(c.StallBase*c.FreezeFactor, 0.95))
+	thaw = max(c.StallThaw, min(c.StallBase*c.ThawFactor, freeze*0.9))
+	return freeze, thaw
 }
 
 // WithDefaults fills zero fields.
@@ -232,7 +248,7 @@ type view struct {
 func (c *Controller) evaluate(s Sample) view {
 	v := view{}
 	sigs := withData(s.Latency, c.base)
-	if len(sigs) == 0 {
+	if len(sigs) == 0 && !(c.cfg.StallOwn && c.cfg.StallFreeze > 0 && s.Stall >= 0) {
 		sigs = withData(s.Kernel, c.base)
 	}
 	worstFreeze, worstThaw := -1.0, -1.0
@@ -255,7 +271,8 @@ func (c *Controller) evaluate(s Sample) view {
 	}
 	v.high = worstFreeze > 1
 	if c.cfg.StallFreeze > 0 && s.Stall >= 0 {
-		if s.Stall >= c.cfg.StallFreeze {
+		freezeAt, thawAt := c.cfg.stallLevels()
+		if s.Stall >= freezeAt {
 			v.high = true
 			if v.signal == "" {
 				v.signal = "io_stall"
@@ -264,7 +281,7 @@ func (c *Controller) evaluate(s Sample) view {
 		if len(sigs) == 0 {
 			calm = true // PSI alone is the evidence
 		}
-		calm = calm && s.Stall < c.cfg.StallThaw
+		calm = calm && s.Stall < thawAt
 	}
 	v.calm = calm
 	return v

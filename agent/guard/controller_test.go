@@ -20,6 +20,16 @@ func wal(atMS int, p99, med float64, n uint64) Sample {
 	}
 }
 
+// awaitStall is a sample with only a disk await (ms) and a PSI stall share.
+func awaitStall(atMS int, awaitMS float64, stall float64) Sample {
+	aw := time.Duration(awaitMS * float64(msec))
+	return Sample{
+		At:     t0.Add(time.Duration(atMS) * msec),
+		Kernel: map[string]Stat{"disk_await/vdb": {P99: aw, Median: aw, N: 50}},
+		Stall:  stall,
+	}
+}
+
 // step is one sample and the decision expected for it.
 type step struct {
 	s      Sample
@@ -169,6 +179,61 @@ func TestController(t *testing.T) {
 				{Sample{At: t0.Add(1800 * msec), Stall: 0.05}, Thaw, "median back", false},
 			},
 			stats: Stats{Freezes: 1, Frozen: 800 * msec},
+		},
+		{
+			// Disk await counts the stager's own requests: with etcd's own
+			// PSI it must not decide.
+			name: "etcd's own PSI stands in for its latency; disk await ignored",
+			cfg:  Config{StallFreeze: 0.4, StallThaw: 0.2, StallOwn: true},
+			base: Baseline{"disk_await/vdb": {P99: 2 * msec, Median: 2 * msec, N: 100}},
+			steps: []step{
+				{awaitStall(0, 200, 0.1), Hold, "within limit", false},
+				{awaitStall(1000, 300, 0.5), Freeze, "stall share", false},
+				{awaitStall(1300, 300, 0.1), Thaw, "median back", false},
+			},
+			stats: Stats{Freezes: 1, Frozen: 300 * msec},
+		},
+		{
+			name: "disk await decides when PSI is not etcd's own",
+			cfg:  Config{StallFreeze: 0.4, StallThaw: 0.2},
+			base: Baseline{"disk_await/vdb": {P99: 2 * msec, Median: 2 * msec, N: 100}},
+			steps: []step{
+				{awaitStall(0, 200, 0.1), Freeze, "p99 above limit", false},
+			},
+			stats: Stats{Freezes: 1},
+		},
+		{
+			name: "own PSI unreadable: disk await decides",
+			cfg:  Config{StallFreeze: 0.4, StallThaw: 0.2, StallOwn: true},
+			base: Baseline{"disk_await/vdb": {P99: 2 * msec, Median: 2 * msec, N: 100}},
+			steps: []step{
+				{awaitStall(0, 200, -1), Freeze, "p99 above limit", false},
+			},
+			stats: Stats{Freezes: 1},
+		},
+		{
+			// Learned 0.3 before staging: freeze at 2x = 0.6, thaw below
+			// 1.5x = 0.45, not at the configured 0.4 / 0.2.
+			name: "stall levels scale with the learned stall share",
+			cfg:  Config{StallFreeze: 0.4, StallThaw: 0.2, StallOwn: true, StallBase: 0.3},
+			base: Baseline{},
+			steps: []step{
+				{Sample{At: t0, Stall: 0.55}, Hold, "within limit", false},
+				{Sample{At: t0.Add(time.Second), Stall: 0.65}, Freeze, "stall share", false},
+				{Sample{At: t0.Add(1300 * msec), Stall: 0.5}, Hold, "still above thaw level", false},
+				{Sample{At: t0.Add(1600 * msec), Stall: 0.4}, Thaw, "median back", false},
+			},
+			stats: Stats{Freezes: 1, Frozen: 600 * msec},
+		},
+		{
+			name: "a member stalled nearly always still freezes below 100%",
+			cfg:  Config{StallFreeze: 0.4, StallOwn: true, StallBase: 0.8},
+			base: Baseline{},
+			steps: []step{
+				{Sample{At: t0, Stall: 0.9}, Hold, "within limit", false},
+				{Sample{At: t0.Add(time.Second), Stall: 0.96}, Freeze, "stall share", false},
+			},
+			stats: Stats{Freezes: 1},
 		},
 	}
 	for _, tc := range tests {

@@ -148,7 +148,7 @@ func TestInputsAndWindow(t *testing.T) {
 	os.WriteFile(psi, []byte("some avg10=0 avg60=0 avg300=0 total=0\nfull avg10=0 avg60=0 avg300=0 total=0\n"), 0o644)
 
 	clk := clockwork.NewFakeClockAt(t0)
-	in := Inputs{MetricsURL: srv.URL, SysRoot: sys, Disks: []string{"vdb"}, PressureFile: psi, Clock: clk}
+	in := &Inputs{MetricsURL: srv.URL, SysRoot: sys, Disks: []string{"vdb"}, PressureFile: psi, Clock: clk}
 	w := Window{Span: time.Second}
 	r, err := in.Read(context.Background())
 	if err != nil {
@@ -220,5 +220,28 @@ func TestWindowSpanAndCut(t *testing.T) {
 	s, _ := w.Add(Reading{At: t0.Add(4500 * time.Millisecond), Hists: h(45)})
 	if s.Latency["wal_fsync"].N != 5 {
 		t.Errorf("after cut n=%d, want 5 (only since the last reading)", s.Latency["wal_fsync"].N)
+	}
+}
+
+func TestMetricsEverySpacesScrapes(t *testing.T) {
+	scrapes := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		scrapes++
+		fmt.Fprint(w, etcdMetrics([]uint64{uint64(10 * scrapes), 0, 0, 0, 0, 0, 0, 0}, []uint64{10}))
+	}))
+	defer srv.Close()
+	clk := clockwork.NewFakeClockAt(t0)
+	in := &Inputs{MetricsURL: srv.URL, MetricsEvery: time.Second, Clock: clk}
+	var got []uint64
+	for i := 0; i < 6; i++ { // every 250ms for 1.25s
+		r, err := in.Read(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r.Hists[MetricWALFsync].Total())
+		clk.Advance(250 * time.Millisecond)
+	}
+	if scrapes != 2 || fmt.Sprint(got) != "[10 10 10 10 20 20]" {
+		t.Errorf("%d scrapes, WAL totals %v; want 2 scrapes, [10 10 10 10 20 20]", scrapes, got)
 	}
 }

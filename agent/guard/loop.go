@@ -65,6 +65,8 @@ type Guard struct {
 	o   Options
 	src Source
 	fz  Freezer
+	// stallBase is the stall share Learn saw (-1: none).
+	stallBase float64
 }
 
 // New returns a guard.
@@ -75,7 +77,7 @@ func New(o Options, src Source, fz Freezer) (*Guard, error) {
 	if len(o.Units) == 0 {
 		return nil, errors.New("latency guard: no units to pace")
 	}
-	return &Guard{o: o.withDefaults(), src: src, fz: fz}, nil
+	return &Guard{o: o.withDefaults(), src: src, fz: fz, stallBase: -1}, nil
 }
 
 // Learn watches the inputs for LearnFor before staging starts and returns
@@ -96,7 +98,12 @@ func (g *Guard) Learn(ctx context.Context) (Baseline, error) {
 		if err != nil {
 			g.o.Log.Warn("latency guard: reading inputs", "err", err)
 		}
-		base = BaselineFrom(Delta(r0, r1), g.o.MinObservations)
+		learned := Delta(r0, r1)
+		base = BaselineFrom(learned, g.o.MinObservations)
+		if learned.Stall >= 0 {
+			g.stallBase = learned.Stall
+			g.o.Log.Info("latency guard baseline", "signal", "io_stall", "stall_share", round3(learned.Stall))
+		}
 	}
 	// Configured values override learned ones field by field: a configured
 	// p99 threshold leaves the learned median for the thaw rule.
@@ -125,7 +132,11 @@ func (g *Guard) Learn(ctx context.Context) (Baseline, error) {
 // thaws the units before returning, whatever ended it; failures to freeze
 // or thaw are logged, not returned: staging goes on either way.
 func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
-	ctrl := NewController(g.o.Config, base)
+	cfg := g.o.Config
+	if cfg.StallBase == 0 && g.stallBase > 0 {
+		cfg.StallBase = g.stallBase
+	}
+	ctrl := NewController(cfg, base)
 	clk, log := g.o.Clock, g.o.Log
 	win := Window{Span: g.o.Window}
 	everFrozen := false

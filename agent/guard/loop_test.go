@@ -284,3 +284,68 @@ func TestLearnNeedsObservations(t *testing.T) {
 		t.Error("bad config accepted")
 	}
 }
+
+// psiSource is a cgroup io.pressure stalled share(elapsed) of the time.
+type psiSource struct {
+	mu    sync.Mutex
+	clk   clockwork.Clock
+	last  time.Time
+	total time.Duration
+	share func(elapsed time.Duration) float64
+	start time.Time
+}
+
+func (s *psiSource) Read(context.Context) (Reading, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clk.Now()
+	if !s.last.IsZero() {
+		s.total += time.Duration(s.share(now.Sub(s.start)) * float64(now.Sub(s.last)))
+	}
+	s.last = now
+	return Reading{At: now, Pressure: &Pressure{SomeTotal: s.total}}, nil
+}
+
+func TestLearnedStallShareRaisesTheLevels(t *testing.T) {
+	// etcd normally stalls 45% of the time: above the configured 0.4, so
+	// only the learned share (freeze at 2x = 0.9) keeps the guard calm
+	// until the stall really grows.
+	clk := clockwork.NewFakeClockAt(t0)
+	src := &psiSource{clk: clk, start: t0, share: func(e time.Duration) float64 {
+		if e >= 8*time.Second {
+			return 0.95
+		}
+		return 0.45
+	}}
+	fz := &fakeFreezer{clk: clk, start: t0, fail: map[string]bool{}}
+	g, err := New(Options{LearnFor: 2 * time.Second, Interval: 250 * time.Millisecond, Window: time.Second,
+		Config: Config{StallFreeze: 0.4, StallThaw: 0.2, StallOwn: true},
+		Units:  []string{"s.service"}, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, src, fz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	var base Baseline
+	go func() {
+		var err error
+		base, err = g.Learn(context.Background())
+		errc <- err
+	}()
+	drive(t, clk, 2*time.Second)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { g.Run(ctx, base); close(done) }()
+	drive(t, clk, 5*time.Second) // to 7s: still 0.45
+	if n := fz.count("freeze"); n != 0 {
+		t.Fatalf("%d freezes at the learned stall share", n)
+	}
+	drive(t, clk, 2*time.Second) // past 8s: 0.95
+	if n := fz.count("freeze"); n == 0 {
+		t.Error("no freeze once the stall share passed 2x the learned one")
+	}
+	cancel()
+	<-done
+}

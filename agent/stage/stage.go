@@ -392,9 +392,10 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string) (*guard.Guard
 					sys = "/sys"
 				}
 				psi = filepath.Join(sys, "fs/cgroup", st.ControlGroup, "io.pressure")
+				gopts.Config.StallOwn = true
 			}
 		}
-		src = guard.Inputs{MetricsURL: s.o.Guard.MetricsURL, SysRoot: s.o.SysRoot, Disks: disks,
+		src = &guard.Inputs{MetricsURL: s.o.Guard.MetricsURL, MetricsEvery: max(gopts.Interval, time.Second), SysRoot: s.o.SysRoot, Disks: disks,
 			PressureFile: psi, Clock: gopts.Clock}
 	}
 	g, err := guard.New(gopts, src, s.d.Systemd)
