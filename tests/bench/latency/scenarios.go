@@ -107,6 +107,10 @@ var Knobs = []struct{ ID, Config string }{
 	// The guard on etcd's cgroup PSI alone (no /metrics scrape), sampled
 	// fast: cheap to read, and it sees a stall while it lasts.
 	{"k-queue-shallow-psi-fast", shallowQueue + "[guard]\nmetrics_url = \"\"\ninterval = \"250ms\"\nwindow = \"1s\"\n"},
+	// The guard sampling fast: with etcd's metrics (scraped once a
+	// second) and on etcd's cgroup PSI alone.
+	{"k-guard-fast", "[guard]\ninterval = \"250ms\"\nwindow = \"1s\"\n"},
+	{"k-guard-psi-fast", "[guard]\nmetrics_url = \"\"\ninterval = \"250ms\"\nwindow = \"1s\"\n"},
 }
 
 const shallowQueue = "[staging]\nnr_requests = 16\nmax_sectors_kb = 64\n"

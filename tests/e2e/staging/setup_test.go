@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/update-agent/update-agent/tests/e2e/rpmpkg"
 	"github.com/update-agent/update-agent/tests/guest"
 )
 
@@ -61,10 +62,11 @@ func install(t *testing.T, g *guest.Guest) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
 	}
+	// The agent comes from its RPM, as on a host; the rest is test scaffolding.
+	rpmpkg.Build(t).Install(t, g)
 	for bin, pkg := range map[string]string{
-		"update-agent": "./cmd/update-agent",
-		"rpm-ostree":   "./tests/rpmostree/cmd/rpm-ostree",
-		"mkupdate":     "./tests/mkupdate",
+		"rpm-ostree": "./tests/rpmostree/cmd/rpm-ostree",
+		"mkupdate":   "./tests/mkupdate",
 	} {
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(dir, bin), pkg)
 		cmd.Dir = root
@@ -113,7 +115,7 @@ window = "1s"
 	g.MustRun(t, strings.Join([]string{
 		"set -e",
 		"cd /root/ua-stg",
-		"install -m0755 update-agent rpm-ostree /usr/bin/",
+		"install -m0755 rpm-ostree /usr/bin/",
 		"install -m0755 mkupdate /usr/local/bin/",
 		"install -m0644 rpm-ostreed.service ostree-finalize-staged.service /etc/systemd/system/",
 		"install -m0644 rpm-ostree-standin.tmpfiles.conf /etc/tmpfiles.d/",
