@@ -109,3 +109,34 @@ func TestRequest(t *testing.T) {
 		t.Errorf("image source: %+v", r)
 	}
 }
+
+// updates.allow_downgrade reaches rpm-ostree: an older target is refused
+// unless it is set.
+func TestStagerDowngrade(t *testing.T) {
+	ctx := context.Background()
+	env, os, stager := host(t)
+	st, err := os.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := state.Target{Checksum: st.Booted.Checksum}
+	time.Sleep(1100 * time.Millisecond) // commit timestamps have whole seconds
+	tg, err := os.Check(ctx)
+	if err == nil && tg == nil {
+		env.Publish(env.Ref, 1)
+		tg, err = os.Check(ctx)
+	}
+	if err != nil || tg == nil {
+		t.Fatalf("check: %+v, %v", tg, err)
+	}
+	if err := stager.Stage(ctx, *tg); err != nil {
+		t.Fatal(err)
+	}
+	if err := stager.Stage(ctx, old); err == nil {
+		t.Fatal("staging an older target succeeded without allow_downgrade")
+	}
+	stager.AllowDowngrade = true
+	if err := stager.Stage(ctx, old); err != nil {
+		t.Fatalf("staging an older target with allow_downgrade: %v", err)
+	}
+}

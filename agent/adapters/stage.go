@@ -20,6 +20,9 @@ type Stager struct {
 	Make func(ctx context.Context) (*stage.Stager, error)
 	// Image, when set, is rebased to (updates.source = "image").
 	Image string
+	// AllowDowngrade lets the staged tree be older than the current one
+	// (updates.allow_downgrade); otherwise rpm-ostree refuses it.
+	AllowDowngrade bool
 	// Done is told how each staging went (metrics, status).
 	Done func(stage.Report, error)
 
@@ -66,7 +69,9 @@ func (a *Stager) Stage(ctx context.Context, t state.Target) error {
 		return fmt.Errorf("staging %s: %w", t.Checksum, err)
 	}
 	booted, _ := before.Booted()
-	argv := a.Client.StageArgv(Request(booted, a.Image, t))
+	req := Request(booted, a.Image, t)
+	req.AllowDowngrade = a.AllowDowngrade
+	argv := a.Client.StageArgv(req)
 	rep, err := s.Run(ctx, argv)
 	if a.Done != nil {
 		a.Done(rep, err)
@@ -99,8 +104,9 @@ func (a *Stager) Recover(ctx context.Context) error {
 // no I/O policy, no guard. For hosts without systemd (tests); the daemon
 // never uses it.
 type PlainStager struct {
-	Client *rpmostree.Client
-	Image  string
+	Client         *rpmostree.Client
+	Image          string
+	AllowDowngrade bool
 }
 
 // Stage runs the staging command and checks it staged something.
@@ -110,7 +116,9 @@ func (p PlainStager) Stage(ctx context.Context, t state.Target) error {
 		return fmt.Errorf("staging %s: %w", t.Checksum, err)
 	}
 	booted, _ := st.Booted()
-	res, err := p.Client.Stage(ctx, Request(booted, p.Image, t))
+	req := Request(booted, p.Image, t)
+	req.AllowDowngrade = p.AllowDowngrade
+	res, err := p.Client.Stage(ctx, req)
 	if err != nil {
 		return fmt.Errorf("staging %s: %w", t.Checksum, err)
 	}

@@ -128,6 +128,10 @@ type StageRequest struct {
 	Kind     StageKind
 	Checksum string // StageDeploy
 	Ref      string // StageRebase: a refspec or container image reference
+	// AllowDowngrade lets the new tree be older than the booted one.
+	// upgrade refuses an older tree by default, deploy and rebase allow
+	// one: StageArgv makes all three refuse unless this is set.
+	AllowDowngrade bool
 }
 
 func (r StageRequest) String() string {
@@ -148,11 +152,22 @@ func (c *Client) StageArgv(req StageRequest) []string {
 	argv := []string{c.path()}
 	switch req.Kind {
 	case StageDeploy:
-		argv = append(argv, "deploy", "--lock-finalization", "--unchanged-exit-77", "revision="+req.Checksum)
+		argv = append(argv, "deploy", "--lock-finalization", "--unchanged-exit-77")
+		if !req.AllowDowngrade {
+			argv = append(argv, "--disallow-downgrade")
+		}
+		argv = append(argv, "revision="+req.Checksum)
 	case StageRebase:
-		argv = append(argv, "rebase", "--lock-finalization", req.Ref)
+		argv = append(argv, "rebase", "--lock-finalization")
+		if !req.AllowDowngrade {
+			argv = append(argv, "--disallow-downgrade")
+		}
+		argv = append(argv, req.Ref)
 	default:
 		argv = append(argv, "upgrade", "--lock-finalization", "--unchanged-exit-77")
+		if req.AllowDowngrade {
+			argv = append(argv, "--allow-downgrade")
+		}
 	}
 	if c.BypassDriver {
 		argv = append(argv, "--bypass-driver")

@@ -367,6 +367,9 @@ func TestRebaseAndDeployOlder(t *testing.T) {
 	c := client(e, agentUnit)
 	ctx := context.Background()
 	first, _ := status(t, c).Booted()
+	// Commit timestamps have whole seconds: make os/next newer than the
+	// booted commit, so deploying the booted one is a downgrade.
+	time.Sleep(1100 * time.Millisecond)
 	nextRef := e.Publish("os/next", 3)
 	if res, err := c.Stage(ctx, rpmostree.StageRequest{Kind: rpmostree.StageRebase, Ref: "fedora:os/next"}); err != nil || !res.Changed {
 		t.Fatalf("rebase = %+v, %v", res, err)
@@ -382,8 +385,18 @@ func TestRebaseAndDeployOlder(t *testing.T) {
 	if rpmostree.StagedChanged(before, status(t, c)) {
 		t.Error("StagedChanged after a no-op rebase")
 	}
+	// The booted commit is older than the staged one: refused unless
+	// downgrades are allowed (compared, as rpm-ostree does, with the
+	// pending deployment).
+	_, err := c.Stage(ctx, rpmostree.StageRequest{Kind: rpmostree.StageDeploy, Checksum: first.Checksum})
+	if err == nil || !strings.Contains(err.Error(), "is chronologically older than current revision") {
+		t.Fatalf("deploy of an older revision = %v, want refused", err)
+	}
+	if rpmostree.StagedChanged(before, status(t, c)) {
+		t.Error("a refused downgrade changed the staged deployment")
+	}
 	// deploy revision= of the booted commit: a new deployment, serial 1.
-	if res, err := c.Stage(ctx, rpmostree.StageRequest{Kind: rpmostree.StageDeploy, Checksum: first.Checksum}); err != nil || !res.Changed {
+	if res, err := c.Stage(ctx, rpmostree.StageRequest{Kind: rpmostree.StageDeploy, Checksum: first.Checksum, AllowDowngrade: true}); err != nil || !res.Changed {
 		t.Fatalf("deploy booted revision = %+v, %v", res, err)
 	}
 	if !rpmostree.StagedChanged(before, status(t, c)) {

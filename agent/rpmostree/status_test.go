@@ -143,8 +143,11 @@ func TestStageArgv(t *testing.T) {
 		want   string
 	}{
 		{StageRequest{}, false, "/usr/bin/rpm-ostree upgrade --lock-finalization --unchanged-exit-77"},
-		{StageRequest{Kind: StageDeploy, Checksum: "abc"}, true, "/usr/bin/rpm-ostree deploy --lock-finalization --unchanged-exit-77 revision=abc --bypass-driver"},
-		{StageRequest{Kind: StageRebase, Ref: "fedora:fedora/x86_64/coreos/next"}, false, "/usr/bin/rpm-ostree rebase --lock-finalization fedora:fedora/x86_64/coreos/next"},
+		{StageRequest{AllowDowngrade: true}, false, "/usr/bin/rpm-ostree upgrade --lock-finalization --unchanged-exit-77 --allow-downgrade"},
+		{StageRequest{Kind: StageDeploy, Checksum: "abc"}, true, "/usr/bin/rpm-ostree deploy --lock-finalization --unchanged-exit-77 --disallow-downgrade revision=abc --bypass-driver"},
+		{StageRequest{Kind: StageDeploy, Checksum: "abc", AllowDowngrade: true}, false, "/usr/bin/rpm-ostree deploy --lock-finalization --unchanged-exit-77 revision=abc"},
+		{StageRequest{Kind: StageRebase, Ref: "fedora:fedora/x86_64/coreos/next"}, false, "/usr/bin/rpm-ostree rebase --lock-finalization --disallow-downgrade fedora:fedora/x86_64/coreos/next"},
+		{StageRequest{Kind: StageRebase, Ref: "fedora:x", AllowDowngrade: true}, false, "/usr/bin/rpm-ostree rebase --lock-finalization fedora:x"},
 	}
 	for _, tc := range cases {
 		c.BypassDriver = tc.bypass

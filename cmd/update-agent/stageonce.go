@@ -44,6 +44,7 @@ func runStageOnce(env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	req.AllowDowngrade = cfg.Updates.AllowDowngrade
 	level := slog.LevelInfo
 	if *debug {
 		level = slog.LevelDebug

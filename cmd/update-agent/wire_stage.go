@@ -126,8 +126,9 @@ func newStager(cfg *config.Config, root, stateDir string, client *rpmostree.Clie
 		image = cfg.Updates.Image
 	}
 	return &adapters.Stager{
-		Client: client,
-		Image:  image,
+		Client:         client,
+		Image:          image,
+		AllowDowngrade: cfg.Updates.AllowDowngrade,
 		Make: func(ctx context.Context) (*stage.Stager, error) {
 			conn, err := systemd.Dial(ctx)
 			if err != nil {

@@ -293,7 +293,8 @@ func (c *cli) deploy(args []string) error {
 	if p.has("reboot") || p.has("preview") {
 		return errors.New("--reboot and --preview are not supported by the stand-in")
 	}
-	req := Request{Verb: "deploy", LockFinalization: p.has("lock-finalization"), RegisterDriver: driver}
+	req := Request{Verb: "deploy", LockFinalization: p.has("lock-finalization"), RegisterDriver: driver,
+		DisallowDowngrade: p.has("disallow-downgrade")}
 	if len(p.args) > 0 {
 		req.HasRevision = true
 		rev := p.args[0]
@@ -338,7 +339,7 @@ func (c *cli) rebase(args []string) error {
 			return err
 		}
 	}
-	req := Request{Verb: "rebase", LockFinalization: p.has("lock-finalization")}
+	req := Request{Verb: "rebase", LockFinalization: p.has("lock-finalization"), DisallowDowngrade: p.has("disallow-downgrade")}
 	branch, hasBranch := p.str("branch")
 	switch {
 	case len(p.args) >= 1:

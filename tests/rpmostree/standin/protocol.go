@@ -26,13 +26,16 @@ type Request struct {
 	HasRevision      bool   `json:"has_revision,omitempty"`
 	LockFinalization bool   `json:"lock_finalization,omitempty"`
 	AllowDowngrade   bool   `json:"allow_downgrade,omitempty"`
-	RegisterDriver   string `json:"register_driver,omitempty"`
-	Checksum         string `json:"checksum,omitempty"`
-	AllowMissing     bool   `json:"allow_missing,omitempty"`
-	AllowUnlocked    bool   `json:"allow_unlocked,omitempty"`
-	CleanupPending   bool   `json:"cleanup_pending,omitempty"`
-	CleanupRollback  bool   `json:"cleanup_rollback,omitempty"`
-	Cancel           bool   `json:"cancel,omitempty"`
+	// DisallowDowngrade: deploy and rebase allow an older tree unless
+	// told not to; upgrade refuses one unless AllowDowngrade.
+	DisallowDowngrade bool   `json:"disallow_downgrade,omitempty"`
+	RegisterDriver    string `json:"register_driver,omitempty"`
+	Checksum          string `json:"checksum,omitempty"`
+	AllowMissing      bool   `json:"allow_missing,omitempty"`
+	AllowUnlocked     bool   `json:"allow_unlocked,omitempty"`
+	CleanupPending    bool   `json:"cleanup_pending,omitempty"`
+	CleanupRollback   bool   `json:"cleanup_rollback,omitempty"`
+	Cancel            bool   `json:"cancel,omitempty"`
 }
 
 // Event is a message or the final reply.

@@ -132,7 +132,8 @@ func (d *Daemon) stage(ctx context.Context, req Request, emit func(string, ...an
 	if err != nil {
 		return Event{}, err
 	}
-	if req.Verb == "upgrade" && !req.AllowDowngrade && ts < cur.Timestamp {
+	refuseOlder := (req.Verb == "upgrade" && !req.AllowDowngrade) || req.DisallowDowngrade
+	if refuseOlder && ts < cur.Timestamp {
 		return Event{}, fmt.Errorf("Upgrade target revision '%s' with timestamp '%s' is chronologically older than current revision '%s' with timestamp '%s'; use --allow-downgrade to permit",
 			t.csum, fmtTS(ts), cur.Checksum, fmtTS(cur.Timestamp))
 	}
