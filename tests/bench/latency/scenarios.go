@@ -111,6 +111,11 @@ var Knobs = []struct{ ID, Config string }{
 	// second) and on etcd's cgroup PSI alone.
 	{"k-guard-fast", "[guard]\ninterval = \"250ms\"\nwindow = \"1s\"\n"},
 	{"k-guard-psi-fast", "[guard]\nmetrics_url = \"\"\ninterval = \"250ms\"\nwindow = \"1s\"\n"},
+	// ostree ends each transaction with syncfs: whatever the stager still
+	// has dirty then goes out in one burst, and its memory.high bounds
+	// that (the cgroup's dirty limits are shares of it).
+	{"k-memoryhigh-64M", "[staging]\nmemory_high = \"64M\"\n"},
+	{"k-memoryhigh-32M", "[staging]\nmemory_high = \"32M\"\n"},
 }
 
 const shallowQueue = "[staging]\nnr_requests = 16\nmax_sectors_kb = 64\n"
