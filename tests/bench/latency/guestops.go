@@ -132,7 +132,10 @@ func MBR(sectors uint64, etcdGiB uint64) ([]byte, error) {
 // DataDir) and etcd's own (at EtcdFSDir), both XFS, so a scenario can put
 // etcd beside the sysroot or on its own filesystem of the same disk.
 func PrepareDisk(ctx context.Context, g Guest) error {
-	out, err := sh(ctx, g, "systemctl stop bench-etcd rpm-ostreed update-agent 2>/dev/null; umount "+SysrootDir+" 2>/dev/null; umount "+DataDir+" 2>/dev/null; umount "+EtcdFSDir+" 2>/dev/null; blockdev --getsz "+dataDev)
+	// The image's fstab mounts the whole disk at DataDir: mask that mount
+	// for this boot, or systemd mounts it again on the udev events the
+	// repartitioning makes (seen: "BLKRRPART: Device or resource busy").
+	out, err := sh(ctx, g, "systemctl stop bench-etcd rpm-ostreed update-agent 2>/dev/null; systemctl mask --runtime --now "+mountUnit(DataDir)+" >/dev/null 2>&1; umount "+SysrootDir+" 2>/dev/null; umount "+DataDir+" 2>/dev/null; umount "+EtcdFSDir+" 2>/dev/null; blockdev --getsz "+dataDev)
 	if err != nil {
 		return err
 	}
@@ -159,7 +162,8 @@ func PrepareDisk(ctx context.Context, g Guest) error {
 	_, err = sh(ctx, g, strings.Join([]string{
 		"wipefs -a -q " + dataDev,
 		"dd if=/var/tmp/mbr.bin of=" + dataDev + " bs=512 count=1 conv=fsync status=none",
-		"blockdev --rereadpt " + dataDev,
+		// Retried: udev may still hold the disk open for a moment.
+		"(for i in $(seq 1 20); do udevadm settle; blockdev --rereadpt " + dataDev + " && exit 0; sleep 1; done; exit 1) 2>/dev/null || (udevadm settle; blockdev --rereadpt " + dataDev + ")",
 		"udevadm settle",
 		"mkfs.xfs -q -f " + dataDev + "1",
 		"mkfs.xfs -q -f " + dataDev + "2",
@@ -168,6 +172,12 @@ func PrepareDisk(ctx context.Context, g Guest) error {
 		"mount " + dataDev + "2 " + EtcdFSDir,
 	}, " && "))
 	return err
+}
+
+// mountUnit is systemd's mount unit name for an absolute path without
+// characters that need escaping ("/var/lib/data" -> "var-lib-data.mount").
+func mountUnit(path string) string {
+	return strings.ReplaceAll(strings.Trim(path, "/"), "/", "-") + ".mount"
 }
 
 func lastLine(s string) string {
