@@ -7,6 +7,7 @@ package guard
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -203,6 +204,8 @@ type Stats struct {
 type Controller struct {
 	cfg  Config
 	base Baseline
+	// latencyLearned: the baseline has an etcd latency signal.
+	latencyLearned bool
 
 	started     bool
 	start       time.Time
@@ -217,10 +220,12 @@ type Controller struct {
 // first sample.
 func NewController(cfg Config, base Baseline) *Controller {
 	b := Baseline{}
+	learned := false
 	for k, v := range base {
 		b[SignalName(k)] = v
+		learned = learned || !strings.HasPrefix(SignalName(k), "disk_await/")
 	}
-	return &Controller{cfg: cfg.WithDefaults(), base: b}
+	return &Controller{cfg: cfg.WithDefaults(), base: b, latencyLearned: learned}
 }
 
 // Frozen reports whether the last decision left the units frozen.
@@ -279,7 +284,11 @@ func (c *Controller) evaluate(s Sample) view {
 			}
 		}
 		if len(sigs) == 0 {
-			calm = true // PSI alone is the evidence
+			// PSI alone is the evidence only when no latency signal was
+			// learned: one that is silent in this window (etcd's metrics
+			// are scraped once a second) is unknown, not calm. Seen: PSI
+			// thawed within 0.3 s while etcd's next scrape showed p99 3x.
+			calm = !c.latencyLearned
 		}
 		calm = calm && s.Stall < thawAt
 	}
@@ -323,7 +332,7 @@ func (c *Controller) Step(s Sample) Decision {
 			// Not "every sample low": one slow fsync in the window must not
 			// keep the stager frozen (that starved the prototype).
 			c.thaw(&d, "median back near baseline", false)
-		case v.n == 0 && !v.high && !(c.cfg.StallFreeze > 0 && s.Stall >= 0):
+		case v.n == 0 && !v.high && c.latencyLearned:
 			d.Reason = "frozen: no latency observed in the window"
 			d.Recheck = c.frozenSince.Add(c.cfg.MaxFreeze)
 		default:

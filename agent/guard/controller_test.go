@@ -181,6 +181,18 @@ func TestController(t *testing.T) {
 			stats: Stats{Freezes: 1, Frozen: 800 * msec},
 		},
 		{
+			// etcd's metrics are scraped once a second: a window without a
+			// new scrape has no observations, and low PSI must not thaw.
+			name: "silent latency signal is unknown, not calm: PSI alone does not thaw",
+			cfg:  Config{StallFreeze: 0.4, StallThaw: 0.2, StallOwn: true},
+			steps: []step{
+				{wal(0, 45, 8, 100), Freeze, "p99 above limit", false},
+				{Sample{At: t0.Add(300 * msec), Stall: 0.01}, Hold, "no latency observed", false},
+				{wal(1000, 12, 3, 20), Thaw, "median back", false},
+			},
+			stats: Stats{Freezes: 1, Frozen: time.Second},
+		},
+		{
 			// Disk await counts the stager's own requests: with etcd's own
 			// PSI it must not decide.
 			name: "etcd's own PSI stands in for its latency; disk await ignored",
