@@ -59,7 +59,7 @@ func TestValidationRules(t *testing.T) {
 		{"[guard]\nio_pressure_threshold = 0.0", "guard.io_pressure_threshold", `must be > 0 and <= 100 (percent), got 0`},
 		{"[guard]\nio_pressure_threshold = 101.0", "guard.io_pressure_threshold", `must be > 0 and <= 100 (percent), got 101`},
 		{"[guard]\ninterval = \"0s\"", "guard.interval", `must be > 0, got "0s"`},
-		{"[guard]\nwindow = \"500ms\"", "guard.window", `must be >= guard.interval (1s), got "500ms"`},
+		{"[guard]\nwindow = \"100ms\"", "guard.window", `must be >= guard.interval (250ms), got "100ms"`},
 		{"[guard]\nmax_freeze = \"0s\"", "guard.max_freeze", `must be > 0, got "0s"`},
 		{"[guard]\nmax_total_pause = \"-1s\"", "guard.max_total_pause", `must be > 0, got "-1s"`},
 		{"[lock]\ngroup = \"a/b\"", "lock.group", `must match ^[a-zA-Z0-9.-]+$, got "a/b"`},

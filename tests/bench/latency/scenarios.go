@@ -107,14 +107,14 @@ var Knobs = []struct{ ID, Config string }{
 	// The guard on etcd's cgroup PSI alone (no /metrics scrape), sampled
 	// fast: cheap to read, and it sees a stall while it lasts.
 	{"k-queue-shallow-psi-fast", shallowQueue + "[guard]\nmetrics_url = \"\"\ninterval = \"250ms\"\nwindow = \"1s\"\n"},
-	// The guard sampling fast: with etcd's metrics (scraped once a
-	// second) and on etcd's cgroup PSI alone.
-	{"k-guard-fast", "[guard]\ninterval = \"250ms\"\nwindow = \"1s\"\n"},
+	// The guard sampling as it did before (1s/10s), and on etcd's cgroup
+	// PSI alone (no metrics).
+	{"k-guard-slow", "[guard]\ninterval = \"1s\"\nwindow = \"10s\"\n"},
 	{"k-guard-psi-fast", "[guard]\nmetrics_url = \"\"\ninterval = \"250ms\"\nwindow = \"1s\"\n"},
 	// ostree ends each transaction with syncfs: whatever the stager still
 	// has dirty then goes out in one burst, and its memory.high bounds
 	// that (the cgroup's dirty limits are shares of it).
-	{"k-memoryhigh-64M", "[staging]\nmemory_high = \"64M\"\n"},
+	{"k-memoryhigh-256M", "[staging]\nmemory_high = \"256M\"\n"},
 	{"k-memoryhigh-32M", "[staging]\nmemory_high = \"32M\"\n"},
 }
 
