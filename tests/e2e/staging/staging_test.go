@@ -275,8 +275,9 @@ func guardDecisions(t *testing.T, g *guest.Guest) (map[string]int, string) {
 }
 
 // TestGuardPacesStagingUnderLoad stages beside an etcd-like fdatasync load
-// on a throttled disk: the guard (on the disk's latency; no etcd in the
-// guest) must freeze and thaw the stager, and staging must still finish.
+// on a throttled disk: the guard (on the load's own I/O pressure; no etcd
+// metrics in the guest) must freeze and thaw the stager, and staging must
+// still finish.
 func TestGuardPacesStagingUnderLoad(t *testing.T) {
 	g := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -296,8 +297,11 @@ func TestGuardPacesStagingUnderLoad(t *testing.T) {
 		g.MustRun(t, "systemctl stop "+load+" 2>/dev/null; systemctl reset-failed "+load+" 2>/dev/null; true")
 	})
 	// The load plays etcd's unit: it gets an I/O latency target for the
-	// window (set at runtime, the old value set back after).
-	g.MustRun(t, `printf '[etcd]\nlocal_unit = "`+load+`"\n[staging]\netcd_io_latency_target = "25ms"\n' >/etc/update-agent/config.d/60-e2e-etcd.toml`)
+	// window (set at runtime, the old value set back after), and the guard
+	// watches its own cgroup's PSI (not the disk's await, which counts the
+	// stager's requests too), at a threshold for one unit's stalls rather
+	// than the system-wide 100% of the base config.
+	g.MustRun(t, `printf '[etcd]\nlocal_unit = "`+load+`"\n[staging]\netcd_io_latency_target = "25ms"\n[guard]\nio_pressure_threshold = 30.0\n' >/etc/update-agent/config.d/60-e2e-etcd.toml`)
 	t.Cleanup(func() { g.MustRun(t, "rm -f /etc/update-agent/config.d/60-e2e-etcd.toml") })
 	time.Sleep(3 * time.Second)
 	nextUpdate(t, g)
