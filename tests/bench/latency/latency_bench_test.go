@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,19 @@ func TestStagingLatency(t *testing.T) {
 			}
 		}
 		plan = plan.Only(strings.Split(only, ","))
+	}
+	if disks := os.Getenv("BENCH_DISKS"); disks != "" {
+		keep := strings.Split(disks, ",")
+		var ds []Disk
+		for _, d := range plan.Disks {
+			if slices.Contains(keep, d.Name) {
+				ds = append(ds, d)
+			}
+		}
+		if len(ds) == 0 {
+			t.Fatalf("BENCH_DISKS=%s: no such disk in the plan", disks)
+		}
+		plan.Disks = ds
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Hour)
 	defer cancel()
