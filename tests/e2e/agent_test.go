@@ -13,6 +13,7 @@ import (
 
 	"github.com/update-agent/update-agent/tests/e2e/rpmpkg"
 	"github.com/update-agent/update-agent/tests/guest"
+	"github.com/update-agent/update-agent/tests/rpmostree/standintest"
 )
 
 // installAgent installs the agent from its RPM (rpmpkg: payload and %post),
@@ -30,16 +31,8 @@ func installAgent(t *testing.T, g *guest.Guest) (version string) {
 	if err := os.Mkdir(stage, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for bin, src := range map[string]string{
-		"rpm-ostree": "./tests/rpmostree/cmd/rpm-ostree",
-		"mkupdate":   "./tests/mkupdate",
-	} {
-		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(stage, bin), src)
-		build.Dir = root
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", src, err, out)
-		}
+	if _, err := standintest.Build(stage); err != nil {
+		t.Fatal(err)
 	}
 	for _, f := range []string{"rpm-ostreed.service", "rpm-ostree-standin.tmpfiles.conf"} {
 		b, err := os.ReadFile(filepath.Join(root, "tests/rpmostree/units", f))

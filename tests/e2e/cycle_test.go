@@ -15,6 +15,7 @@ import (
 
 	"github.com/update-agent/update-agent/tests/e2e/rpmpkg"
 	"github.com/update-agent/update-agent/tests/guest"
+	"github.com/update-agent/update-agent/tests/rpmostree/standintest"
 )
 
 // cycleConfig is the agent's configuration for one full cycle in the guest:
@@ -76,16 +77,8 @@ func cycleInstall(t *testing.T, g *guest.Guest) {
 	if err := os.Mkdir(stage, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for bin, src := range map[string]string{
-		"rpm-ostree": "./tests/rpmostree/cmd/rpm-ostree",
-		"mkupdate":   "./tests/mkupdate",
-	} {
-		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(stage, bin), src)
-		build.Dir = root
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", src, err, out)
-		}
+	if _, err := standintest.Build(stage); err != nil {
+		t.Fatal(err)
 	}
 	buildEtcd(t, ctx, filepath.Join(stage, "etcd"))
 	files := map[string]string{

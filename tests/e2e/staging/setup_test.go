@@ -15,6 +15,7 @@ import (
 
 	"github.com/update-agent/update-agent/tests/e2e/rpmpkg"
 	"github.com/update-agent/update-agent/tests/guest"
+	"github.com/update-agent/update-agent/tests/rpmostree/standintest"
 )
 
 const (
@@ -64,16 +65,8 @@ func install(t *testing.T, g *guest.Guest) error {
 	}
 	// The agent comes from its RPM, as on a host; the rest is test scaffolding.
 	rpmpkg.Build(t).Install(t, g)
-	for bin, pkg := range map[string]string{
-		"rpm-ostree": "./tests/rpmostree/cmd/rpm-ostree",
-		"mkupdate":   "./tests/mkupdate",
-	} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(dir, bin), pkg)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %v\n%s", pkg, err, out)
-		}
+	if _, err := standintest.Build(dir); err != nil {
+		return err
 	}
 	for _, f := range []string{"rpm-ostreed.service", "ostree-finalize-staged.service", "rpm-ostree-standin.tmpfiles.conf"} {
 		b, err := os.ReadFile(filepath.Join(root, "tests/rpmostree/units", f))

@@ -28,15 +28,17 @@ type Binaries struct {
 	MkUpdate  string
 }
 
-// Build compiles the stand-in rpm-ostree and mkupdate into dir. Call it
-// once from TestMain.
+// Build compiles the stand-in rpm-ostree and mkupdate into dir, static
+// (the guest e2e copies them into the test guest). Call it once from
+// TestMain, or once per guest.
 func Build(dir string) (Binaries, error) {
 	b := Binaries{RpmOstree: filepath.Join(dir, "rpm-ostree"), MkUpdate: filepath.Join(dir, "mkupdate")}
 	for out, pkg := range map[string]string{
 		b.RpmOstree: "github.com/update-agent/update-agent/tests/rpmostree/cmd/rpm-ostree",
 		b.MkUpdate:  "github.com/update-agent/update-agent/tests/mkupdate",
 	} {
-		cmd := exec.Command(goBin(), "build", "-o", out, pkg)
+		cmd := exec.Command(goBin(), "build", "-trimpath", "-o", out, pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			return b, fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
 		}
