@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/update-agent/update-agent/tests/e2e/rpmpkg"
 )
 
 // built is one `make rpm-payload` shared by the tests: rpmbuild is the slow part.
@@ -44,27 +46,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func run(dir, name string, args ...string) (string, error) {
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
-	// Under `make test` the outer make's flags and variables would leak into
-	// the inner make.
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); k != "MAKEFLAGS" && k != "MFLAGS" && k != "MAKELEVEL" {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s %s: %w\n%s%s", name, strings.Join(args, " "), err, stdout.String(), stderr.String())
-	}
-	return stdout.String(), nil
-}
-
 func mustRun(t *testing.T, dir, name string, args ...string) string {
 	t.Helper()
-	out, err := run(dir, name, args...)
+	out, err := rpmpkg.Run(dir, name, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +77,7 @@ func getBuild(t *testing.T) *built {
 		}
 		distdir := filepath.Join(tmp, "dist")
 		b.payload = filepath.Join(tmp, "payload")
-		if _, b.err = run(root, "make", "--no-print-directory", "rpm-payload",
+		if _, b.err = rpmpkg.Run(root, "make", "--no-print-directory", "rpm-payload",
 			"DISTDIR="+distdir, "PAYLOAD_DIR="+b.payload, "RPMBUILD_OPTS=--nocheck"); b.err != nil {
 			return
 		}
@@ -112,7 +96,7 @@ func getBuild(t *testing.T) *built {
 				b.rpm = m[0]
 			}
 		}
-		b.version, b.err = run(root, "rpm", "-qp", "--qf", "%{VERSION}", b.rpm)
+		b.version, b.err = rpmpkg.Run(root, "rpm", "-qp", "--qf", "%{VERSION}", b.rpm)
 	})
 	if build.err != nil {
 		t.Fatalf("building the RPM: %v", build.err)

@@ -69,14 +69,14 @@ func build() (*Package, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	base, err := run(root, "packaging/rpm.sh", "version")
+	base, err := Run(root, "packaging/rpm.sh", "version")
 	if err != nil {
 		return nil, err
 	}
 	p := &Package{Version: fmt.Sprintf("%s.e2e%d", strings.TrimSpace(base), time.Now().UnixNano())}
 	payload := filepath.Join(tmp, "payload")
 	start := time.Now()
-	if _, err := run(root, "make", "--no-print-directory", "rpm-payload", "DISTDIR="+filepath.Join(tmp, "dist"),
+	if _, err := Run(root, "make", "--no-print-directory", "rpm-payload", "DISTDIR="+filepath.Join(tmp, "dist"),
 		"PAYLOAD_DIR="+payload, "RPMBUILD_OPTS=--nocheck", "RPM_VERSION="+p.Version); err != nil {
 		return nil, err
 	}
@@ -94,10 +94,10 @@ func build() (*Package, error) {
 	if rpm == "" {
 		return nil, fmt.Errorf("no binary RPM of version %s among %q", p.Version, rpms)
 	}
-	if p.postProg, err = run(root, "rpm", "-qp", "--qf", "%{POSTINPROG}", rpm); err != nil {
+	if p.postProg, err = Run(root, "rpm", "-qp", "--qf", "%{POSTINPROG}", rpm); err != nil {
 		return nil, err
 	}
-	if p.postIn, err = run(root, "rpm", "-qp", "--qf", "%{POSTIN}", rpm); err != nil {
+	if p.postIn, err = Run(root, "rpm", "-qp", "--qf", "%{POSTIN}", rpm); err != nil {
 		return nil, err
 	}
 	if p.postProg == "(none)" || strings.HasPrefix(p.postProg, "<") {
@@ -109,7 +109,7 @@ func build() (*Package, error) {
 	// One tar keeps the payload's symlinks (rpm's .build-id links) as links;
 	// scp -r would copy their targets.
 	tar := filepath.Join(tmp, "payload.tar")
-	if _, err := run(payload, "tar", "--owner=0", "--group=0", "--numeric-owner", "-cf", tar, "."); err != nil {
+	if _, err := Run(payload, "tar", "--owner=0", "--group=0", "--numeric-owner", "-cf", tar, "."); err != nil {
 		return nil, err
 	}
 	if p.payload, err = os.ReadFile(tar); err != nil {
@@ -172,9 +172,10 @@ func moduleRoot() (string, error) {
 	return filepath.Dir(strings.TrimSpace(string(out))), nil
 }
 
-// run runs argv in dir and returns its stdout. Under `make e2e` the outer
-// make's flags would leak into the inner make: they are dropped.
-func run(dir, name string, args ...string) (string, error) {
+// Run runs argv in dir and returns its stdout; the error carries the tail of
+// stdout and stderr. Under `make test` or `make e2e` the outer make's flags
+// would leak into an inner make: they are dropped.
+func Run(dir, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
