@@ -116,6 +116,10 @@ var Knobs = []struct{ ID, Config string }{
 	// that (the cgroup's dirty limits are shares of it).
 	{"k-memoryhigh-256M", "[staging]\nmemory_high = \"256M\"\n"},
 	{"k-memoryhigh-32M", "[staging]\nmemory_high = \"32M\"\n"},
+	{"k-memoryhigh-16M", "[staging]\nmemory_high = \"16M\"\n"},
+	// Whether the guard still pays for its staging time once memory.high
+	// bounds the closing flush.
+	{"k-memoryhigh-32M-noguard", "[staging]\nmemory_high = \"32M\"\n[guard]\nenabled = false\n"},
 }
 
 const shallowQueue = "[staging]\nnr_requests = 16\nmax_sectors_kb = 64\n"
