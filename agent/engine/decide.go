@@ -42,7 +42,7 @@ type decider struct {
 // else is stale (a bug, or a record changed under the engine): re-evaluate
 // from the record instead of acting on it.
 var validIn = map[string][]state.Phase{
-	Checked{}.eventName():      {state.Idle},
+	Checked{}.eventName():      {state.Idle, state.Staged},
 	StageDone{}.eventName():    {state.Staging},
 	CleanedUp{}.eventName():    {state.Idle, state.Staging, state.Releasing},
 	OrderQueried{}.eventName(): {state.Staged},
@@ -111,6 +111,7 @@ func (d *decider) decide(ev Event) Action {
 			d.st.Target = state.Target{Checksum: s.Checksum, Version: s.Version}
 		}
 		d.st.Phase, d.st.Locked, d.st.LastError = state.Staged, s.Checksum, ""
+		d.st.NextCheck = d.nextCheck()
 		return d.staged()
 
 	// 3. Wait for a window, then take a slot (followers first).

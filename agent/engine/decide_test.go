@@ -79,6 +79,9 @@ func TestDecide(t *testing.T) {
 		}
 	}
 	lease := func(s *state.State) { s.Queued = true }
+	checkLater := func(s *state.State) { s.NextCheck = t0.Add(24 * time.Hour) }
+	shut := func(p *Policy) { p.Window = hours{5, 6} } // opens in 2h
+	other := state.Target{Checksum: "newer", Version: "3"}
 	unlocked := func(s *state.State) { s.Locked = "" }
 	cases := []struct {
 		name      string
@@ -102,7 +105,7 @@ func TestDecide(t *testing.T) {
 			updateNow: true, wantPhase: state.Idle, wantAct: ActCheck},
 		{name: "updates disabled: no check", st: rec(state.Idle), ev: Recovered{}, os: booted, pol: func(p *Policy) { p.Disabled = true },
 			updateNow: true, wantPhase: state.Idle, wantAct: ActWait, wantWhy: "disabled"},
-		{name: "window that never opens: no busy loop", st: rec(state.Staged), ev: Ticked{}, os: staged, pol: func(p *Policy) { p.Window = never{} },
+		{name: "window that never opens: no busy loop", st: rec(state.Staged, checkLater), ev: Ticked{}, os: staged, pol: func(p *Policy) { p.Window = never{} },
 			wantPhase: state.Staged, wantAct: ActWait,
 			check: func(t *testing.T, s state.State, a Action) {
 				if !a.Until.After(t0) {
@@ -141,8 +144,8 @@ func TestDecide(t *testing.T) {
 		{name: "cleanup done: stage", st: rec(state.Staging), ev: CleanedUp{}, os: booted, wantPhase: state.Staging, wantAct: ActStage},
 		{name: "staged: locked recorded, window open, ask order", st: rec(state.Staging), ev: StageDone{}, os: staged, wantPhase: state.Staged, wantAct: ActQueryOrder,
 			check: func(t *testing.T, s state.State, a Action) {
-				if s.Locked != tgt.Checksum {
-					t.Errorf("locked %q", s.Locked)
+				if s.Locked != tgt.Checksum || !s.NextCheck.Equal(t0.Add(time.Hour)) {
+					t.Errorf("locked %q, next check %v", s.Locked, s.NextCheck)
 				}
 			}},
 		{name: "staged something newer than checked: that is the target", st: rec(state.Staging), ev: StageDone{},
@@ -175,13 +178,58 @@ func TestDecide(t *testing.T) {
 		{name: "crash while staging, nothing staged: stage again", st: rec(state.Staging), ev: Recovered{}, os: booted, wantPhase: state.Staging, wantAct: ActStage},
 
 		// 3. Window and slot.
-		{name: "window closed: wait for it", st: rec(state.Staged), ev: Ticked{}, os: staged, pol: func(p *Policy) { p.Window = hours{5, 6} },
+		{name: "window closed: wait for it", st: rec(state.Staged, checkLater), ev: Ticked{}, os: staged, pol: func(p *Policy) { p.Window = hours{5, 6} },
 			wantPhase: state.Staged, wantAct: ActWait, wantWhy: "reboot window",
 			check: func(t *testing.T, s state.State, a Action) {
 				if !a.Until.Equal(t0.Add(2 * time.Hour)) {
 					t.Errorf("until %v", a.Until)
 				}
 			}},
+		{name: "staged, window closed, check due: look for a newer update", st: rec(state.Staged), ev: Ticked{}, os: staged, pol: shut,
+			wantPhase: state.Staged, wantAct: ActCheck, wantWhy: "newer update"},
+		{name: "staged, window closed, update-now: check", st: rec(state.Staged, checkLater), ev: Ticked{}, os: staged, pol: shut, updateNow: true,
+			wantPhase: state.Staged, wantAct: ActCheck},
+		{name: "staged, next check before the window: wake for it", st: rec(state.Staged, func(s *state.State) { s.NextCheck = t0.Add(time.Hour) }),
+			ev: Ticked{}, os: staged, pol: shut, wantPhase: state.Staged, wantAct: ActWait, wantWhy: "next check",
+			check: func(t *testing.T, s state.State, a Action) {
+				if !a.Until.Equal(t0.Add(time.Hour)) {
+					t.Errorf("until %v", a.Until)
+				}
+			}},
+		{name: "staged, window open: no check, queue", st: rec(state.Staged), ev: Ticked{}, os: staged, wantPhase: state.Staged, wantAct: ActQueryOrder},
+		{name: "checked while staged, same update: keep it, check later", st: rec(state.Staged), ev: Checked{Target: &tgt}, os: staged, pol: shut,
+			wantPhase: state.Staged, wantAct: ActWait, wantWhy: "reboot window",
+			check: func(t *testing.T, s state.State, a Action) {
+				if !s.NextCheck.Equal(t0.Add(time.Hour)) || s.Locked != tgt.Checksum || !a.Until.Equal(t0.Add(time.Hour)) {
+					t.Errorf("next check %v, locked %q, until %v", s.NextCheck, s.Locked, a.Until)
+				}
+			}},
+		{name: "checked while staged, nothing offered: keep it", st: rec(state.Staged), ev: Checked{}, os: staged, pol: shut,
+			wantPhase: state.Staged, wantAct: ActWait},
+		{name: "checked while staged, another update: discard and stage it", st: rec(state.Staged), ev: Checked{Target: &other}, os: staged, pol: shut,
+			wantPhase: state.Staging, wantAct: ActCleanup, wantWhy: "update newer is now offered and replaces staged new",
+			check: func(t *testing.T, s state.State, a Action) {
+				if s.Target != other || s.Locked != "" {
+					t.Errorf("target %+v, locked %q", s.Target, s.Locked)
+				}
+			}},
+		{name: "checked while staged, the other update set aside: keep the staged one", st: rec(state.Staged, func(s *state.State) {
+			s.Failures = map[string]state.Failure{"newer": {Count: 3, SetAside: true}}
+		}), ev: Checked{Target: &other}, os: staged, pol: shut, wantPhase: state.Staged, wantAct: ActWait,
+			check: func(t *testing.T, s state.State, a Action) {
+				if s.Target != tgt || s.Locked != tgt.Checksum {
+					t.Errorf("target %+v, locked %q", s.Target, s.Locked)
+				}
+			}},
+		{name: "checked while staged fails: keep it, retry the check", st: rec(state.Staged), ev: Checked{Err: errBoom}, os: staged, pol: shut,
+			wantPhase: state.Staged, wantAct: ActWait,
+			check: func(t *testing.T, s state.State, a Action) {
+				if s.LastError != "checking for a newer update: boom" || !a.Until.Equal(t0.Add(time.Minute)) {
+					t.Errorf("last error %q, until %v", s.LastError, a.Until)
+				}
+			}},
+		{name: "checked while staged, staged vanished meanwhile: stage again", st: rec(state.Staged), ev: Checked{Target: &other}, os: booted, pol: shut,
+			wantPhase: state.Idle, wantAct: ActCheck},
 		{name: "staged deployment vanished: stage again", st: rec(state.Staged), ev: Ticked{}, os: booted, wantPhase: state.Idle, wantAct: ActCheck},
 		{name: "staged target in backoff after a failed hook", st: rec(state.Staged, failed(1, false)), ev: Ticked{}, os: staged, wantPhase: state.Staged, wantAct: ActWait, wantWhy: "retrying after failure"},
 		{name: "leader waits for followers", st: rec(state.Staged), ev: OrderQueried{Leader: true, PendingOthers: 2}, os: staged,

@@ -23,6 +23,9 @@ func (d *decider) idle() Action {
 }
 
 func (d *decider) checked(ev Checked) Action {
+	if d.st.Phase == state.Staged {
+		return d.checkedWhileStaged(ev)
+	}
 	d.st.Phase = state.Idle
 	if ev.Err != nil {
 		d.st.LastError = fmt.Sprintf("checking for updates: %v", ev.Err)
@@ -48,6 +51,36 @@ func (d *decider) checked(ev Checked) Action {
 	return d.stage()
 }
 
+// checkedWhileStaged replaces the staged update when the origin now offers
+// another one (a newer release, or a pulled one replaced), unless that one
+// is in backoff or set aside: then the staged one stays.
+func (d *decider) checkedWhileStaged(ev Checked) Action {
+	switch {
+	case d.obs.OS.Staged == nil || d.obs.OS.Staged.Checksum != d.st.Locked:
+		return d.staged() // it vanished meanwhile: staged() knows what to do
+	case ev.Err != nil:
+		d.st.LastError = fmt.Sprintf("checking for a newer update: %v", ev.Err)
+		d.st.NextCheck = d.now.Add(d.pol.Retry.Delay(1, d.obs.Rand))
+		return d.staged()
+	case ev.Target == nil || ev.Target.Checksum == d.st.Target.Checksum:
+		d.st.NextCheck = d.nextCheck()
+		return d.staged()
+	}
+	t := *ev.Target
+	if f := d.st.Failures[t.Checksum]; f.SetAside || d.now.Before(f.RetryAt) {
+		if !d.obs.UpdateNow {
+			d.st.NextCheck = d.nextCheck()
+			return d.staged()
+		}
+		delete(d.st.Failures, t.Checksum) // an operator asked: try again
+	}
+	d.st.LastError = ""
+	d.st.Phase, d.st.Target = state.Staging, t
+	act := d.stage()
+	act.Reason = fmt.Sprintf("update %s is now offered and replaces staged %s: %s", t.Checksum, d.obs.OS.Staged.Checksum, act.Reason)
+	return act
+}
+
 // stage stages Target, first discarding any staged deployment: one we did
 // not lock may be unlocked, and staging onto it would print "No change."
 // without locking it.
@@ -70,9 +103,19 @@ func (d *decider) staged() Action {
 		return d.wait(f.RetryAt, fmt.Sprintf("staged; retrying after failure %d (%s)", f.Count, f.LastError))
 	}
 	if !d.pol.Window.Contains(d.now) {
+		// A newer update can come out while this one waits for the
+		// window (zincati#928): keep checking, so the node reboots once,
+		// into the newest. Not once it queues for a slot: that would put
+		// the reboot off again and again.
+		if d.obs.UpdateNow || !d.now.Before(d.st.NextCheck) {
+			return Action{Kind: ActCheck, Reason: "staged; checking for a newer update while waiting for the reboot window"}
+		}
 		next := d.pol.Window.Next(d.now)
 		if !next.After(d.now) { // a window that never opens: look again later
 			next = d.now.Add(d.pol.CheckInterval)
+		}
+		if d.st.NextCheck.Before(next) {
+			return d.wait(d.st.NextCheck, "staged; waiting for the reboot window; next check for a newer update")
 		}
 		return d.wait(next, "staged; waiting for the reboot window")
 	}
