@@ -72,8 +72,9 @@ type Staging struct {
 	IOWeight             int       `toml:"io_weight"`
 	CPUWeight            CPUWeight `toml:"cpu_weight"`
 	Nice                 int       `toml:"nice"`
-	// MemoryHigh bounds the stager's page cache, so dirty data is written
-	// back in small pieces rather than one long flush.
+	// MemoryHigh is the page cache allowed to the stager and rpm-ostreed:
+	// their MemoryHigh= is their own memory plus this, so dirty data is
+	// written back in small pieces rather than one long flush.
 	MemoryHigh MemorySize `toml:"memory_high"`
 	// IOWriteBandwidthMax caps writes per disk; zero means no cap (a cap
 	// made etcd's latency worse in our measurements).

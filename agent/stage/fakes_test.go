@@ -100,7 +100,11 @@ func (f *fakeSystemd) Status(_ context.Context, unit string) (systemd.UnitStatus
 	if u.frozen {
 		fs = "frozen"
 	}
-	return systemd.UnitStatus{Name: unit, LoadState: "loaded", ActiveState: u.active, SubState: u.sub, FreezerState: fs}, nil
+	cg := ""
+	if u.active == "active" {
+		cg = "/system.slice/" + unit
+	}
+	return systemd.UnitStatus{Name: unit, LoadState: "loaded", ActiveState: u.active, SubState: u.sub, FreezerState: fs, ControlGroup: cg}, nil
 }
 
 func (f *fakeSystemd) Stop(_ context.Context, unit string) error {

@@ -325,11 +325,18 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 		rep.Guarded = true
 		go func() { gdone <- g.Run(gctx, base) }()
 	}
+	mdone := make(chan struct{})
+	if pacer := s.memoryPacer(ctx, j, ts.Name); pacer != nil {
+		go func() { defer close(mdone); pacer.run(gctx, s.log) }()
+	} else {
+		close(mdone)
+	}
 	st, werr := s.d.Systemd.Wait(ctx, ts.Name)
 	stopGuard(errors.New("staging unit ended"))
 	if g != nil {
 		rep.Guard = <-gdone
 	}
+	<-mdone
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	if werr != nil {

@@ -49,6 +49,11 @@ func TestStagingPolicyWindow(t *testing.T) {
 	if w := show(t, g, "rpm-ostreed.service", "IOWeight")["IOWeight"]; w != "10" {
 		t.Errorf("rpm-ostreed.service IOWeight=%q while staging, want 10", w)
 	}
+	// Its page cache is bounded: memory.high is its own memory plus the
+	// allowance, never "max" while staging.
+	if mh := strings.TrimSpace(g.MustRun(t, "cat /sys/fs/cgroup/system.slice/rpm-ostreed.service/memory.high")); mh == "max" {
+		t.Errorf("rpm-ostreed.service memory.high while staging = %q, want a bound", mh)
+	}
 	if s := scheduler(t, g); !strings.Contains(s, "[bfq]") {
 		t.Errorf("data disk scheduler while staging: %q, want [bfq]", s)
 	}
@@ -62,8 +67,12 @@ func TestStagingPolicyWindow(t *testing.T) {
 
 	// Afterwards: nothing left, the update staged and locked.
 	assertWindowClosed(t, g, before)
-	if j := g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager -o cat"); !strings.Contains(j, "staging window closed") {
+	j := g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager -o cat")
+	if !strings.Contains(j, "staging window closed") {
 		t.Errorf("journal lacks the staging summary:\n%s", j)
+	}
+	if strings.Contains(j, "staging memory bound not adjusted") {
+		t.Errorf("the memory bound could not follow the units' memory:\n%s", j)
 	}
 }
 
@@ -90,7 +99,7 @@ type before struct {
 func snapshot(t *testing.T, g *guest.Guest) before {
 	t.Helper()
 	b := before{sched: scheduler(t, g), fsync: strings.TrimSpace(g.MustRun(t, fsyncGet)),
-		weights: show(t, g, "rpm-ostreed.service", "IOWeight", "CPUWeight")}
+		weights: show(t, g, "rpm-ostreed.service", "IOWeight", "CPUWeight", "MemoryHigh")}
 	if strings.Contains(b.sched, "[bfq]") {
 		t.Fatalf("data disk already on bfq before staging: %q", b.sched)
 	}
@@ -118,8 +127,8 @@ func assertWindowClosed(t *testing.T, g *guest.Guest, b before) {
 	if out := g.MustRun(t, "systemctl cat rpm-ostreed.service"); strings.Contains(out, "50-update-agent-staging.conf") {
 		t.Errorf("rpm-ostreed.service still has the staging drop-in:\n%s", out)
 	}
-	after := show(t, g, "rpm-ostreed.service", "IOWeight", "CPUWeight")
-	if after["IOWeight"] != b.weights["IOWeight"] || after["CPUWeight"] != b.weights["CPUWeight"] {
+	after := show(t, g, "rpm-ostreed.service", "IOWeight", "CPUWeight", "MemoryHigh")
+	if after["IOWeight"] != b.weights["IOWeight"] || after["CPUWeight"] != b.weights["CPUWeight"] || after["MemoryHigh"] != b.weights["MemoryHigh"] {
 		t.Errorf("rpm-ostreed.service weights after staging %v, before %v", after, b.weights)
 	}
 	if s := scheduler(t, g); s != b.sched {

@@ -1,0 +1,159 @@
+package stage
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/systemd"
+)
+
+// MemoryHigh bounds a unit's page cache, and with it how much dirty data
+// ostree's closing syncfs finds. But it counts the unit's own memory too:
+// rpm-ostreed loading package metadata for layering needs hundreds of MB,
+// and a fixed bound would throttle it on its own allocations. So the
+// bound follows the units' own memory: MemoryHigh = what they hold besides
+// page cache + the configured allowance.
+
+// cgroupMemory is what a unit's cgroup holds (memory.current, and the
+// "file" line of memory.stat: page cache, dirty and under writeback too).
+type cgroupMemory struct {
+	Current, File uint64
+}
+
+const mib = 1 << 20
+
+// memoryHighFor returns the MemoryHigh a unit holding m should have for
+// allowance bytes of page cache, and whether it is worth setting given
+// the value it has (cur): changes under a quarter of the allowance are
+// not, so the property is not rewritten every second.
+func memoryHighFor(m cgroupMemory, allowance, cur uint64) (uint64, bool) {
+	own := m.Current - min(m.File, m.Current)
+	want := (own + allowance + mib - 1) / mib * mib // whole MiB, as systemd shows them
+	diff := max(want, cur) - min(want, cur)
+	return want, diff >= allowance/4
+}
+
+// parseCgroupMemory reads memory.current and memory.stat's file line.
+func parseCgroupMemory(current, stat []byte) (cgroupMemory, error) {
+	var m cgroupMemory
+	var err error
+	if m.Current, err = strconv.ParseUint(strings.TrimSpace(string(current)), 10, 64); err != nil {
+		return m, fmt.Errorf("memory.current: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(stat))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "file "); ok {
+			if m.File, err = strconv.ParseUint(v, 10, 64); err != nil {
+				return m, fmt.Errorf("memory.stat file: %w", err)
+			}
+			return m, nil
+		}
+	}
+	return m, fmt.Errorf("memory.stat has no file line")
+}
+
+// memoryPacer keeps each unit's MemoryHigh at its own memory plus the
+// allowance while the staging window lasts.
+type memoryPacer struct {
+	sys       Systemd
+	sysRoot   string // "" = /sys
+	units     []string
+	allowance uint64
+	interval  time.Duration
+	set       map[string]uint64 // the MemoryHigh each unit was last given
+}
+
+// memoryPacer returns the pacer for the staging unit and the daemon, or nil
+// when the policy sets no MemoryHigh. The daemon's MemoryHigh is recorded
+// in the journal first, so undo (or Recover) sets it back.
+func (s *Stager) memoryPacer(ctx context.Context, j *journal, stagingUnit string) *memoryPacer {
+	allowance := s.o.Policy.MemoryHigh
+	if allowance == 0 {
+		return nil
+	}
+	units := []string{stagingUnit}
+	if d := s.o.DaemonUnit; d != "" {
+		if err := s.setRuntime(ctx, j, d, systemd.Policy{MemoryHigh: allowance}.CgroupProperties()...); err != nil {
+			s.log.Warn("the daemon keeps a fixed memory bound while staging", "systemd_unit", d, "err", err)
+		} else {
+			units = append(units, d)
+		}
+	}
+	p := &memoryPacer{sys: s.d.Systemd, sysRoot: s.o.SysRoot, units: units,
+		allowance: allowance, interval: time.Second, set: map[string]uint64{}}
+	for _, u := range units {
+		p.set[u] = allowance // what the policy gave them
+	}
+	return p
+}
+
+// run adjusts until ctx is done. Errors are logged once each, not
+// returned: the fixed bound stays, and staging goes on.
+func (p *memoryPacer) run(ctx context.Context, log *slog.Logger) {
+	logged := map[string]bool{}
+	tick := time.NewTicker(p.interval)
+	defer tick.Stop()
+	for {
+		for _, u := range p.units {
+			was := p.set[u]
+			err := p.step(ctx, u)
+			if err != nil && !logged[err.Error()] && ctx.Err() == nil {
+				logged[err.Error()] = true
+				log.Warn("staging memory bound not adjusted", "systemd_unit", u, "err", err)
+			}
+			if p.set[u] != was {
+				log.Info("staging memory bound follows the unit's own memory", "systemd_unit", u,
+					"memory_high_mib", p.set[u]/mib, "page_cache_allowance_mib", p.allowance/mib)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (p *memoryPacer) step(ctx context.Context, unit string) error {
+	st, err := p.sys.Status(ctx, unit)
+	if err != nil {
+		return err
+	}
+	if st.ActiveState != "active" && st.ActiveState != "activating" || st.ControlGroup == "" {
+		return nil // rpm-ostreed between transactions: its next start gets the fixed bound
+	}
+	sys := p.sysRoot
+	if sys == "" {
+		sys = "/sys"
+	}
+	dir := filepath.Join(sys, "fs/cgroup", st.ControlGroup)
+	cur, err := os.ReadFile(filepath.Join(dir, "memory.current"))
+	if err != nil {
+		return err
+	}
+	stat, err := os.ReadFile(filepath.Join(dir, "memory.stat"))
+	if err != nil {
+		return err
+	}
+	m, err := parseCgroupMemory(cur, stat)
+	if err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	want, ok := memoryHighFor(m, p.allowance, p.set[unit])
+	if !ok {
+		return nil
+	}
+	if err := p.sys.SetRuntime(ctx, unit, systemd.Policy{MemoryHigh: want}.CgroupProperties()...); err != nil {
+		return fmt.Errorf("setting MemoryHigh=%d: %w", want, err)
+	}
+	p.set[unit] = want
+	return nil
+}

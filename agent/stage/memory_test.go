@@ -1,0 +1,107 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/systemd"
+)
+
+func TestMemoryHighFor(t *testing.T) {
+	const allowance = 32 * mib
+	for _, c := range []struct {
+		name      string
+		m         cgroupMemory
+		cur       uint64
+		want      uint64
+		wantReset bool
+	}{
+		{"small daemon: allowance plus its own memory, not worth a change", cgroupMemory{Current: 36 * mib, File: 30 * mib}, allowance, 38 * mib, false},
+		{"layering daemon: raised with its own memory", cgroupMemory{Current: 400 * mib, File: 20 * mib}, allowance, 412 * mib, true},
+		{"its memory freed again: lowered", cgroupMemory{Current: 30 * mib, File: 28 * mib}, 412 * mib, 34 * mib, true},
+		{"under a quarter of the allowance off: left alone", cgroupMemory{Current: 47 * mib, File: 30 * mib}, 42 * mib, 49 * mib, false},
+		{"a quarter off: set", cgroupMemory{Current: 48 * mib, File: 30 * mib}, 42 * mib, 50 * mib, true},
+		{"rounded up to a MiB", cgroupMemory{Current: 10*mib + 1, File: 0}, 0, 43 * mib, true},
+		{"file above current (racy reads): own is zero", cgroupMemory{Current: 10 * mib, File: 11 * mib}, 0, allowance, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, reset := memoryHighFor(c.m, allowance, c.cur)
+			if got != c.want || reset != c.wantReset {
+				t.Errorf("memoryHighFor(%+v, cur %d) = %d MiB, %v; want %d MiB, %v", c.m, c.cur, got/mib, reset, c.want/mib, c.wantReset)
+			}
+		})
+	}
+}
+
+func TestParseCgroupMemory(t *testing.T) {
+	stat := "anon 1000\nfile 2000\nkernel 300\nfile_dirty 5\n"
+	m, err := parseCgroupMemory([]byte("4096\n"), []byte(stat))
+	if err != nil || m != (cgroupMemory{Current: 4096, File: 2000}) {
+		t.Errorf("got %+v, %v", m, err)
+	}
+	for _, bad := range []struct{ cur, stat string }{
+		{"max\n", stat},
+		{"4096\n", "anon 1000\nfile_dirty 5\n"},
+		{"4096\n", "file lots\n"},
+	} {
+		if _, err := parseCgroupMemory([]byte(bad.cur), []byte(bad.stat)); err == nil {
+			t.Errorf("no error for %q / %q", bad.cur, bad.stat)
+		}
+	}
+}
+
+// writeCgroup fakes a unit's cgroup memory files under root.
+func writeCgroup(t *testing.T, root, unit string, current, file uint64) {
+	t.Helper()
+	dir := filepath.Join(root, "fs/cgroup/system.slice", unit)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "memory.current"), []byte(fmt.Sprintf("%d\n", current)), 0o644)
+	os.WriteFile(filepath.Join(dir, "memory.stat"), []byte(fmt.Sprintf("anon %d\nfile %d\n", current-file, file)), 0o644)
+}
+
+// A daemon holding far more than the allowance (package metadata) gets its
+// MemoryHigh raised while staging, and set back after; the staging unit,
+// near its allowance, is left alone.
+func TestRunMemoryHighFollowsOwnMemory(t *testing.T) {
+	e := newEnv(t)
+	e.opts.SysRoot = t.TempDir()
+	writeCgroup(t, e.opts.SysRoot, "update-agent-staging.service", 10*mib, 8*mib)
+	writeCgroup(t, e.opts.SysRoot, daemonUnit, 400*mib, 50*mib)
+	s := e.stager(t, fakeDaemon{idle: true})
+	var during uint64
+	e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			e.sys.mu.Lock()
+			during = e.sys.units[daemonUnit].props["MemoryHigh"].Uint
+			e.sys.mu.Unlock()
+			if during == 606*mib {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
+	}
+	if _, err := s.Run(context.Background(), argv); err != nil {
+		t.Fatal(err)
+	}
+	if during != 606*mib {
+		t.Errorf("daemon MemoryHigh while staging = %d MiB, want 606 (350 own + 256)", during/mib)
+	}
+	if n := e.sys.called("SetRuntime update-agent-staging.service"); n != 0 {
+		t.Errorf("staging unit's MemoryHigh reset %d times; it was within a quarter of the allowance", n)
+	}
+	e.sys.mu.Lock()
+	after := e.sys.units[daemonUnit].props["MemoryHigh"].Uint
+	e.sys.mu.Unlock()
+	if after != ^uint64(0) {
+		t.Errorf("daemon MemoryHigh after staging = %d, want it set back (unset)", after)
+	}
+	e.assertUndone(t)
+}
