@@ -226,7 +226,7 @@ func Default() *Config {
 			IOWeight:             10,
 			CPUWeight:            CPUWeightIdle,
 			Nice:                 10,
-			MemoryHigh:           64 << 20,
+			MemoryHigh:           32 << 20,
 			Scheduler:            "bfq",
 			RestoreScheduler:     true,
 			Paths:                []string{"/sysroot", "/var/lib/etcd"},

@@ -112,14 +112,12 @@ var Knobs = []struct{ ID, Config string }{
 	{"k-guard-slow", "[guard]\ninterval = \"1s\"\nwindow = \"10s\"\n"},
 	{"k-guard-psi-fast", "[guard]\nmetrics_url = \"\"\ninterval = \"250ms\"\nwindow = \"1s\"\n"},
 	// ostree ends each transaction with syncfs: whatever the stager still
-	// has dirty then goes out in one burst, and its memory.high bounds
-	// that (the cgroup's dirty limits are shares of it).
+	// has dirty then goes out in one burst, and the page cache memory_high
+	// allows it bounds that (the cgroup's dirty limits are shares of it).
 	{"k-memoryhigh-256M", "[staging]\nmemory_high = \"256M\"\n"},
-	{"k-memoryhigh-32M", "[staging]\nmemory_high = \"32M\"\n"},
+	{"k-memoryhigh-64M", "[staging]\nmemory_high = \"64M\"\n"},
 	{"k-memoryhigh-16M", "[staging]\nmemory_high = \"16M\"\n"},
-	// Whether the guard still pays for its staging time once memory.high
-	// bounds the closing flush.
-	{"k-memoryhigh-32M-noguard", "[staging]\nmemory_high = \"32M\"\n[guard]\nenabled = false\n"},
+	{"k-memoryhigh-8M", "[staging]\nmemory_high = \"8M\"\n"},
 }
 
 const shallowQueue = "[staging]\nnr_requests = 16\nmax_sectors_kb = 64\n"
