@@ -110,6 +110,40 @@ func TestRequest(t *testing.T) {
 	}
 }
 
+func TestRebaseTarget(t *testing.T) {
+	const img = "ostree-unverified-registry:quay.io/example/os:stable"
+	dep := func(ref, digest string, booted, staged bool) rpmostree.Deployment {
+		d := rpmostree.Deployment{Checksum: "c-" + digest, Booted: booted, Staged: staged, Version: "v-" + digest}
+		if ref != "" {
+			d.ContainerImageReference, d.ContainerImageReferenceDigest = ref, digest
+		} else {
+			d.Origin = "fedora:os/stable"
+		}
+		return d
+	}
+	for _, c := range []struct {
+		name string
+		deps []rpmostree.Deployment
+		want *state.Target // nil: ask upgrade --check
+	}{
+		{"booted from the image: upgrade --check knows", []rpmostree.Deployment{dep(img, "sha256:b", true, false)}, nil},
+		{"booted from an ostree origin: rebase", []rpmostree.Deployment{dep("", "", true, false)}, &state.Target{Checksum: img, Version: "rebase"}},
+		{"booted from another image: rebase", []rpmostree.Deployment{dep("ostree-unverified-registry:quay.io/example/os:old", "sha256:o", true, false)},
+			&state.Target{Checksum: img, Version: "rebase"}},
+		{"rebase staged: that is the target, not the old origin's update",
+			[]rpmostree.Deployment{dep(img, "sha256:n", false, true), dep("", "", true, false)}, &state.Target{Checksum: "sha256:n", Version: "v-sha256:n"}},
+		{"something else staged: rebase", []rpmostree.Deployment{dep("", "", false, true), dep("", "", true, false)}, &state.Target{Checksum: img, Version: "rebase"}},
+		{"no booted deployment: upgrade --check says so", []rpmostree.Deployment{dep("", "", false, false)}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := rebaseTarget(&rpmostree.Status{Deployments: c.deps}, img)
+			if ok != (c.want != nil) || (ok && *got != *c.want) {
+				t.Errorf("rebaseTarget = %+v, %v; want %+v", got, ok, c.want)
+			}
+		})
+	}
+}
+
 // updates.allow_downgrade reaches rpm-ostree: an older target is refused
 // unless it is set.
 func TestStagerDowngrade(t *testing.T) {

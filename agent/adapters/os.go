@@ -18,6 +18,9 @@ import (
 // base commit otherwise), which is also what `upgrade --check` reports.
 type OS struct {
 	Client *rpmostree.Client
+	// Image, when set (updates.source = "image"), is what the host must
+	// follow; `upgrade --check` only knows the booted origin.
+	Image string
 }
 
 func deployment(d rpmostree.Deployment) engine.Deployment {
@@ -44,6 +47,15 @@ func (o OS) Status(ctx context.Context) (engine.OSStatus, error) {
 
 // Check asks rpm-ostree for an update.
 func (o OS) Check(ctx context.Context) (*state.Target, error) {
+	if o.Image != "" {
+		st, err := o.Client.Status(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("checking for OS updates: %w", err)
+		}
+		if t, ok := rebaseTarget(st, o.Image); ok {
+			return t, nil
+		}
+	}
 	r, err := o.Client.Check(ctx)
 	if err != nil {
 		return nil, err
@@ -55,6 +67,23 @@ func (o OS) Check(ctx context.Context) (*state.Target, error) {
 		return nil, errors.New("checking for OS updates: rpm-ostree reported an update without its commit or digest")
 	}
 	return &state.Target{Checksum: r.Commit, Version: r.Version}, nil
+}
+
+// rebaseTarget answers the check for the image source while the booted
+// deployment does not follow image (ok false once it does: then `upgrade
+// --check` knows). The update is the rebase to image; its digest is only
+// known once staged, so until then the target is named by the image, and
+// once a deployment of image is staged, it is the target: a check following
+// the old origin would otherwise offer something else and replace it.
+func rebaseTarget(st *rpmostree.Status, image string) (*state.Target, bool) {
+	b, ok := st.Booted()
+	if !ok || b.ContainerImageReference == image {
+		return nil, false
+	}
+	if s, ok := st.Staged(); ok && s.ContainerImageReference == image && s.Target() != "" {
+		return &state.Target{Checksum: s.Target(), Version: s.Version}, true
+	}
+	return &state.Target{Checksum: image, Version: "rebase"}, true
 }
 
 // Finalize finalizes the staged deployment if it is checksum.

@@ -84,6 +84,9 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 	client := &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: a.log, Interrupt: syscall.SIGINT},
 		BypassDriver: true}
 	a.os = adapters.OS{Client: client}
+	if cfg.Updates.Source == config.SourceImage {
+		a.os.Image = cfg.Updates.Image
+	}
 	a.stager = newStager(cfg, root, a.stateDir, client, a.metrics, &a.staging, a.log)
 
 	if cfg.Lock.Enabled {
