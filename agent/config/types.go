@@ -76,8 +76,9 @@ type Staging struct {
 	// their MemoryHigh= is their own memory plus this, so dirty data is
 	// written back in small pieces rather than one long flush.
 	MemoryHigh MemorySize `toml:"memory_high"`
-	// IOWriteBandwidthMax caps writes per disk; zero means no cap (a cap
-	// made etcd's latency worse in our measurements).
+	// IOWriteBandwidthMax caps writes per disk; zero means no cap. With
+	// MemoryHigh bounding the writer's dirty pages, a cap was the largest
+	// single lever on etcd's latency in `make bench`.
 	IOWriteBandwidthMax Bandwidth `toml:"io_write_bandwidth_max"`
 	// Scheduler is selected on the disks behind Paths for the window; ""
 	// leaves the scheduler alone. The idle class means nothing without bfq.
@@ -227,6 +228,7 @@ func Default() *Config {
 			CPUWeight:            CPUWeightIdle,
 			Nice:                 10,
 			MemoryHigh:           32 << 20,
+			IOWriteBandwidthMax:  5_000_000,
 			Scheduler:            "bfq",
 			RestoreScheduler:     true,
 			Paths:                []string{"/sysroot", "/var/lib/etcd"},

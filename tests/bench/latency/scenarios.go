@@ -94,7 +94,8 @@ var Knobs = []struct{ ID, Config string }{
 	{"k-ioclass-besteffort", "[staging]\nio_scheduling_class = \"best-effort\"\n"},
 	{"k-cpuweight-100", "[staging]\ncpu_weight = \"100\"\n"},
 	{"k-memoryhigh-infinity", "[staging]\nmemory_high = \"infinity\"\n"},
-	{"k-bwmax-quarter", "[staging]\nio_write_bandwidth_max = \"5M\"\n"},
+	// The default caps writes at 5M (a quarter of the small disk): without.
+	{"k-bwmax-none", "[staging]\nio_write_bandwidth_max = \"\"\n"},
 	{"k-objfsync", "[staging]\nper_object_fsync = true\n"},
 	{"k-nrrequests-16", "[staging]\nnr_requests = 16\n"},
 	{"k-etcd-iolatency-10ms", "[staging]\netcd_io_latency_target = \"10ms\"\n"},
