@@ -130,11 +130,7 @@ func (p *memoryPacer) step(ctx context.Context, unit string) error {
 	if st.ActiveState != "active" && st.ActiveState != "activating" || st.ControlGroup == "" {
 		return nil // rpm-ostreed between transactions: its next start gets the fixed bound
 	}
-	sys := p.sysRoot
-	if sys == "" {
-		sys = "/sys"
-	}
-	dir := filepath.Join(sys, "fs/cgroup", st.ControlGroup)
+	dir := cgroupDir(p.sysRoot, st.ControlGroup)
 	cur, err := os.ReadFile(filepath.Join(dir, "memory.current"))
 	if err != nil {
 		return err
@@ -156,4 +152,13 @@ func (p *memoryPacer) step(ctx context.Context, unit string) error {
 	}
 	p.set[unit] = want
 	return nil
+}
+
+// cgroupDir is a unit's cgroup directory (ControlGroup as systemd reports
+// it) under sysRoot ("" = /sys).
+func cgroupDir(sysRoot, controlGroup string) string {
+	if sysRoot == "" {
+		sysRoot = "/sys"
+	}
+	return filepath.Join(sysRoot, "fs/cgroup", controlGroup)
 }

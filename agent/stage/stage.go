@@ -394,11 +394,7 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string) (*guard.Guard
 			if err != nil || st.ControlGroup == "" {
 				s.log.Warn("not watching I/O pressure: no cgroup for the unit", "systemd_unit", s.o.Guard.PressureUnit, "err", err)
 			} else {
-				sys := s.o.SysRoot
-				if sys == "" {
-					sys = "/sys"
-				}
-				psi = filepath.Join(sys, "fs/cgroup", st.ControlGroup, "io.pressure")
+				psi = filepath.Join(cgroupDir(s.o.SysRoot, st.ControlGroup), "io.pressure")
 				gopts.Config.StallOwn = true
 			}
 		}
