@@ -5,7 +5,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 BIN      := bin/update-agent
 PKGS     := ./...
 
-.PHONY: help build test lint check e2e bench demo rpm dist rpm-payload clean
+.PHONY: help build test lint check host-deps e2e bench demo rpm dist rpm-payload clean
 
 help:
 	@echo "build  - build $(BIN)"
@@ -21,11 +21,15 @@ help:
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/update-agent
 
-test:
+test: host-deps
 	$(GO) test -count=1 $(PKGS)
 
-# check is the README's test command and what .ci/run runs.
-check: lint test e2e
+# check is the README's test command and what .ci/run runs. host-deps
+# installs (only when missing) the Debian packages every target needs.
+check: host-deps lint test e2e
+
+host-deps:
+	tests/host-deps.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -34,8 +38,7 @@ lint:
 # e2e boots a Debian systemd guest under qemu (tests/guest; the image is
 # built once into ~/.cache/update-agent-guest, override with UA_GUEST_CACHE).
 # The agent goes in as its RPM's payload (tests/e2e/rpmpkg): rpmbuild needed.
-e2e:
-	@for t in rpmbuild rpm2cpio cpio; do command -v $$t >/dev/null || { echo "make e2e: $$t not found: the guest e2e installs the RPM (Debian: apt-get install rpm rpm2cpio cpio; .ci/run does)" >&2; exit 1; }; done
+e2e: host-deps
 	$(GO) vet -tags e2e ./tests/e2e/...
 	$(GO) test -tags e2e -count=1 -timeout 40m -p 1 -v ./tests/e2e/...
 
@@ -47,16 +50,14 @@ e2e:
 # BENCH_OUT. Any missing piece fails the run: no table is printed from
 # partial data.
 BENCH_OUT ?= bench-out
-bench:
-	tests/bench/host-deps.sh
+bench: host-deps
 	BENCH_OUT=$(abspath $(BENCH_OUT)) $(GO) test -tags bench -count=1 -p 1 -v -timeout 300m ./tests/bench/coord/ ./tests/bench/latency/
 	@echo "results: $(BENCH_OUT)/"
 
 # demo: one full gentle update + coordinated reboot of a qemu guest running
 # an etcd member, as a timeline from the guest's journal, then the latency
 # table of that run. DEMO_UPDATE_SIZE (default 600MiB) sets the update.
-demo:
-	tests/bench/host-deps.sh
+demo: host-deps
 	$(GO) run ./tests/bench/cmd/demo
 
 # Packaging (packaging/rpm.sh): dist = source tarball with vendored modules,

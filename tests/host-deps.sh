@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs, only where missing, what `make check`, `make e2e`, `make demo`
+# and `make bench` need on a Debian 12 host: one list for all of them and for
+# CI (.ci/run calls this too), so no target finds a tool missing.
+#   ostree                  the rpm-ostree stand-in does real ostree I/O
+#   rpm rpm2cpio cpio       the guest e2e installs the agent's RPM
+#   qemu-*, debootstrap ... the qemu test guest and its disks
+#   iproute2                network namespaces for tests that need real addresses
+set -euo pipefail
+pkgs=(ostree rpm rpm2cpio cpio qemu-system-x86 qemu-utils debootstrap e2fsprogs xfsprogs
+  openssh-client iproute2)
+need=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || { echo "tests/host-deps.sh: missing ${need[*]}; run as root to install them" >&2; exit 1; }
+  echo "installing: ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+command -v go >/dev/null || { echo "go 1.26 is needed on PATH (/usr/local/go/bin)" >&2; exit 1; }
