@@ -5,13 +5,10 @@ package logging
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/coreos/go-systemd/v22/journal"
 )
@@ -28,15 +25,8 @@ func New(w io.Writer, level slog.Level) *slog.Logger {
 // StderrIsJournal reports whether stderr is the stream systemd connected to
 // the journal (see systemd.exec(5), $JOURNAL_STREAM).
 func StderrIsJournal() bool {
-	v := os.Getenv("JOURNAL_STREAM")
-	if v == "" {
-		return false
-	}
-	var st syscall.Stat_t
-	if err := syscall.Fstat(2, &st); err != nil {
-		return false
-	}
-	return v == fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+	ok, err := journal.StderrIsJournalStream()
+	return ok && err == nil
 }
 
 // JournalHandler sends each record as one journal entry; attributes become
