@@ -100,6 +100,12 @@ type Record struct {
 	Member     string    `json:"member,omitempty"`
 	QueuedAt   time.Time `json:"queued_at"`
 	AcquiredAt time.Time `json:"acquired_at,omitzero"`
+	// Kind is "" for an agent and KindFleetLock for a FleetLock client
+	// (package fleetlock), which asked over HTTP and has no lease of its
+	// own; older records have no kind.
+	Kind string `json:"kind,omitempty"`
+	// LastSeen is when a FleetLock client last asked for its slot.
+	LastSeen time.Time `json:"last_seen,omitzero"`
 }
 
 // Announcement is the value of a pending/<node> key.

@@ -1,0 +1,83 @@
+package fleetlock
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/lock"
+)
+
+// Action is what a server does with a queue entry's lease.
+type Action int
+
+const (
+	// Ignore: not a FleetLock entry (an agent keeps its own lease).
+	Ignore Action = iota
+	// Keep: keep the entry's lease alive.
+	Keep
+	// ExpireHold: the client held its slot for max_hold; revoke.
+	ExpireHold
+	// ExpireWait: the client stopped asking for QueueHold; revoke.
+	ExpireWait
+)
+
+func (a Action) String() string {
+	return [...]string{"ignore", "keep", "expire_hold", "expire_wait"}[a]
+}
+
+// Tend decides the fate of one queue entry at now. A granted entry
+// (AcquiredAt set) lives max_hold from its grant; any other FleetLock entry
+// lives queueHold from the client's last request, so a client that went
+// away frees its place.
+func Tend(rec lock.Record, now time.Time, maxHold, queueHold time.Duration) Action {
+	if rec.Kind != lock.KindFleetLock {
+		return Ignore
+	}
+	if !rec.AcquiredAt.IsZero() {
+		if now.Sub(rec.AcquiredAt) >= maxHold {
+			return ExpireHold
+		}
+		return Keep
+	}
+	seen := rec.LastSeen
+	if seen.IsZero() {
+		seen = rec.QueuedAt
+	}
+	if now.Sub(seen) >= queueHold {
+		return ExpireWait
+	}
+	return Keep
+}
+
+// Answer is the answer to a pre-reboot whose entry stands at pos (found:
+// the entry was in the queue read): nil grants the slot.
+func Answer(pos lock.Position, found bool, group string) *Error {
+	switch {
+	case !found:
+		return errorf(KindFailedLock, "queue entry vanished while locking (released by an operator, or expired); try again")
+	case pos.Holder:
+		return nil
+	}
+	return errorf(KindSemaphoreFull, "all %d slot(s) of group %s are held; %d client(s) ahead in line, place kept while you keep asking",
+		pos.Slots, group, pos.Ahead)
+}
+
+// endpointLabel names an endpoint in metrics and logs.
+func endpointLabel(path string) string {
+	switch {
+	case strings.HasSuffix(path, PathPreReboot):
+		return "pre-reboot"
+	case strings.HasSuffix(path, PathSteadyState):
+		return "steady-state"
+	}
+	return "other"
+}
+
+// expiryMessage says why an entry was dropped, for the log.
+func expiryMessage(a Action, maxHold, queueHold time.Duration) string {
+	if a == ExpireHold {
+		return fmt.Sprintf("held longer than fleetlock.max_hold (%s) without steady-state", maxHold)
+	}
+	return fmt.Sprintf("client did not ask again within %s", queueHold)
+}

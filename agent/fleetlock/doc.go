@@ -1,0 +1,26 @@
+// Package fleetlock serves zincati's FleetLock protocol (POST
+// <base>/v1/pre-reboot, POST <base>/v1/steady-state) from the agents' own
+// reboot semaphore (package lock), so Fedora CoreOS workers running zincati
+// and hosts running update-agent take turns in one FIFO queue per group.
+//
+// A FleetLock client is a queue entry like an agent's: the key
+// <prefix>/<group>/holders/fleetlock:<id> with a Record of kind "fleetlock".
+// The client has no heartbeat, so each entry has a lease of its own (TTL:
+// the reboot budget, lock.reboot_lease_ttl) that every serving process keeps
+// alive (Tend) while the entry is wanted:
+//
+//   - a holder that was told so (AcquiredAt set) until max_hold after the
+//     grant, or until the client's steady-state releases it;
+//   - a waiter (or a holder not yet told) while the client keeps asking:
+//     until QueueHold after its last pre-reboot. zincati asks about every
+//     5 minutes, so a client that went away stops blocking the queue.
+//
+// When that time is up a server revokes the lease, which deletes the entry.
+// Everything lives in etcd, so any number of servers may run and a serving
+// node's own reboot loses nothing; with no server at all the entries live
+// one lease TTL more.
+//
+// pre-reboot never blocks: it queues the client (or refreshes its entry,
+// keeping its place) and answers 200 when the entry holds a slot, and
+// failed_lock_semaphore_full otherwise; zincati asks again later.
+package fleetlock

@@ -1,0 +1,130 @@
+package fleetlock
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"unicode"
+)
+
+// Endpoints, relative to the base URL.
+const (
+	PathPreReboot   = "/v1/pre-reboot"
+	PathSteadyState = "/v1/steady-state"
+)
+
+// Kind is the "kind" of an error answer, also the metrics label: a small
+// fixed set, as the protocol asks (zincati uses it as a label too).
+type Kind string
+
+const (
+	KindOK                    Kind = "ok" // metrics only: a 200 answer
+	KindNotFound              Kind = "not_found"
+	KindMethodNotAllowed      Kind = "method_not_allowed"
+	KindMissingHeader         Kind = "missing_header"
+	KindInvalidRequest        Kind = "invalid_request"
+	KindInvalidClientIdentity Kind = "invalid_client_identity"
+	KindInvalidGroup          Kind = "invalid_group"
+	KindUnknownGroup          Kind = "unknown_group"
+	KindSemaphoreFull         Kind = "failed_lock_semaphore_full"
+	KindFailedLock            Kind = "failed_lock"
+	KindFailedUnlock          Kind = "failed_unlock"
+)
+
+// Kinds lists every kind, for metrics.
+var Kinds = []Kind{KindOK, KindNotFound, KindMethodNotAllowed, KindMissingHeader, KindInvalidRequest,
+	KindInvalidClientIdentity, KindInvalidGroup, KindUnknownGroup, KindSemaphoreFull, KindFailedLock, KindFailedUnlock}
+
+// Status is the HTTP status of an answer of kind k.
+func (k Kind) Status() int {
+	switch k {
+	case KindOK:
+		return http.StatusOK
+	case KindNotFound, KindUnknownGroup:
+		return http.StatusNotFound
+	case KindMethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	case KindSemaphoreFull:
+		return http.StatusConflict
+	case KindFailedLock, KindFailedUnlock:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusBadRequest
+}
+
+// Error is the protocol's error body.
+type Error struct {
+	Kind  Kind   `json:"kind"`
+	Value string `json:"value"`
+}
+
+func (e *Error) Error() string { return string(e.Kind) + ": " + e.Value }
+
+func errorf(k Kind, format string, args ...any) *Error {
+	return &Error{Kind: k, Value: fmt.Sprintf(format, args...)}
+}
+
+// Params are a request's client_params.
+type Params struct {
+	ID    string `json:"id"`
+	Group string `json:"group"`
+}
+
+type body struct {
+	ClientParams *Params `json:"client_params"`
+}
+
+var groupRe = regexp.MustCompile(`^[a-zA-Z0-9.-]+$`)
+
+// maxIDLen bounds a client ID (zincati's are 32 hex digits); it becomes
+// part of an etcd key.
+const maxIDLen = 253
+
+// HeaderName must be "true" on every request: the request was meant for a
+// FleetLock server, not redirected to it.
+const HeaderName = "fleet-lock-protocol"
+
+// Parse checks one request: method, header and body against the protocol,
+// and the group against served. It is the whole validation, without I/O.
+func Parse(method, header string, raw []byte, served func(group string) bool) (Params, *Error) {
+	if method != http.MethodPost {
+		return Params{}, errorf(KindMethodNotAllowed, "method %s not allowed, use POST", method)
+	}
+	if header != "true" {
+		return Params{}, errorf(KindMissingHeader, "header %q must be \"true\", got %q", HeaderName, header)
+	}
+	var b body
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return Params{}, errorf(KindInvalidRequest, "body is not valid JSON: %v", err)
+	}
+	if b.ClientParams == nil {
+		return Params{}, errorf(KindInvalidRequest, "body has no client_params object")
+	}
+	p := *b.ClientParams
+	if err := checkID(p.ID); err != nil {
+		return Params{}, errorf(KindInvalidClientIdentity, "client id %q: %s", p.ID, err)
+	}
+	if !groupRe.MatchString(p.Group) {
+		return Params{}, errorf(KindInvalidGroup, "group %q must match %s", p.Group, groupRe)
+	}
+	if !served(p.Group) {
+		return Params{}, errorf(KindUnknownGroup, "group %q is not served here", p.Group)
+	}
+	return p, nil
+}
+
+func checkID(id string) error {
+	if id == "" {
+		return fmt.Errorf("must be non-empty")
+	}
+	if len(id) > maxIDLen {
+		return fmt.Errorf("longer than %d bytes", maxIDLen)
+	}
+	for _, r := range id {
+		if r == '/' || r > unicode.MaxASCII || !unicode.IsGraphic(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("must be printable ASCII without spaces or '/'")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,215 @@
+package fleetlock
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// DefaultQueueHold is how long a waiting client keeps its place without
+// asking again: three of zincati's 5-minute refresh periods.
+const DefaultQueueHold = 15 * time.Minute
+
+// requestTimeout bounds the etcd work of one request.
+const requestTimeout = 10 * time.Second
+
+// maxBody bounds a request body; a real one is under 100 bytes.
+const maxBody = 64 << 10
+
+// Metrics counts requests by endpoint and answer kind.
+type Metrics interface {
+	FleetLockRequest(endpoint, kind string)
+}
+
+// Options configure a server.
+type Options struct {
+	Prefix string   // lock.key_prefix
+	Groups []string // groups served; others get unknown_group
+	Slots  int      // lock.slots: the agents' slot count
+	// TTL is each entry's lease TTL (lock.reboot_lease_ttl): how long
+	// entries outlive the last server. Whole seconds.
+	TTL     time.Duration
+	MaxHold time.Duration // fleetlock.max_hold
+	// QueueHold: see DefaultQueueHold (zero: the default).
+	QueueHold time.Duration
+	// Tick is the tending period (zero: a third of TTL, at most 30s).
+	Tick    time.Duration
+	Clock   clockwork.Clock // nil: the real clock
+	Log     *slog.Logger
+	Metrics Metrics // may be nil
+}
+
+// Server answers FleetLock requests from the semaphore in etcd.
+type Server struct {
+	o   Options
+	sem *semaphore
+	log *slog.Logger
+}
+
+// New checks o and returns a server; nothing is written to etcd yet.
+func New(cli *clientv3.Client, o Options) (*Server, error) {
+	switch {
+	case len(o.Groups) == 0:
+		return nil, errors.New("fleetlock: no group to serve")
+	case o.Slots < 1:
+		return nil, fmt.Errorf("fleetlock: slots %d: must be at least 1", o.Slots)
+	case o.TTL < time.Second || o.TTL%time.Second != 0:
+		return nil, fmt.Errorf("fleetlock: lease TTL %v: must be whole seconds", o.TTL)
+	case o.MaxHold <= 0:
+		return nil, fmt.Errorf("fleetlock: max_hold %v: must be > 0", o.MaxHold)
+	}
+	if o.QueueHold <= 0 {
+		o.QueueHold = DefaultQueueHold
+	}
+	if o.Tick <= 0 {
+		o.Tick = min(o.TTL/3, 30*time.Second)
+	}
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	log := o.Log.With("component", "fleetlock")
+	return &Server{o: o, log: log, sem: &semaphore{cli: cli, prefix: o.Prefix, slots: o.Slots, ttl: o.TTL,
+		maxHold: o.MaxHold, queueHold: o.QueueHold, clock: o.Clock, log: log}}, nil
+}
+
+func (s *Server) served(group string) bool { return slices.Contains(s.o.Groups, group) }
+
+// ServeHTTP answers <base>/v1/pre-reboot and <base>/v1/steady-state.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	endpoint := endpointLabel(r.URL.Path)
+	e := s.handle(w, r, endpoint)
+	kind := KindOK
+	if e != nil {
+		kind = e.Kind
+	}
+	if s.o.Metrics != nil {
+		s.o.Metrics.FleetLockRequest(endpoint, string(kind))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(kind.Status())
+	if e != nil {
+		json.NewEncoder(w).Encode(e)
+	}
+}
+
+func (s *Server) handle(w http.ResponseWriter, r *http.Request, endpoint string) *Error {
+	if endpoint == "other" {
+		return errorf(KindNotFound, "no such endpoint %q; FleetLock serves %s and %s", r.URL.Path, PathPreReboot, PathSteadyState)
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return errorf(KindInvalidRequest, "reading body: %v", err)
+	}
+	p, perr := Parse(r.Method, r.Header.Get(HeaderName), raw, s.served)
+	if perr != nil {
+		s.log.Debug("FleetLock request refused", "endpoint", endpoint, "kind", perr.Kind, "reason", perr.Value,
+			"remote", r.RemoteAddr)
+		return perr
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	if endpoint == "steady-state" {
+		if err := s.sem.unlock(ctx, p); err != nil {
+			s.log.Error("FleetLock unlock failed", "id", p.ID, "group", p.Group, "err", err)
+			return errorf(KindFailedUnlock, "releasing the slot: %v", err)
+		}
+		return nil
+	}
+	pos, found, err := s.sem.lock(ctx, p)
+	if err != nil {
+		s.log.Error("FleetLock lock failed", "id", p.ID, "group", p.Group, "err", err)
+		return errorf(KindFailedLock, "taking a slot: %v", err)
+	}
+	return Answer(pos, found, p.Group)
+}
+
+// TendOnce keeps the wanted FleetLock entries alive and drops the others.
+func (s *Server) TendOnce(ctx context.Context) error {
+	var errs []error
+	for _, g := range s.o.Groups {
+		errs = append(errs, s.sem.tend(ctx, g))
+	}
+	return errors.Join(errs...)
+}
+
+// Tend runs TendOnce every Tick until ctx ends. Every serving process runs
+// it; keepalives from several are harmless.
+func (s *Server) Tend(ctx context.Context) {
+	t := s.o.Clock.NewTicker(s.o.Tick)
+	defer t.Stop()
+	for {
+		tctx, cancel := context.WithTimeout(ctx, s.o.Tick)
+		if err := s.TendOnce(tctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("tending FleetLock entries", "err", err)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+		}
+	}
+}
+
+// Serve tends the entries and answers requests on ln (with tlsConf when
+// not nil) until ctx ends.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConf *tls.Config) error {
+	if tlsConf != nil {
+		ln = tls.NewListener(ln, tlsConf)
+	}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	tctx, stopTending := context.WithCancel(ctx)
+	defer stopTending()
+	go s.Tend(tctx)
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	s.log.Info("serving FleetLock", "addr", ln.Addr().String(), "tls", tlsConf != nil,
+		"groups", s.o.Groups, "slots", s.o.Slots, "max_hold", s.o.MaxHold)
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving FleetLock: %w", err)
+	}
+	return nil
+}
+
+// TLSConfig loads the server certificate and, when clientCAFile is set,
+// requires client certificates signed by it.
+func TLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading the FleetLock server certificate: %w", err)
+	}
+	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if clientCAFile != "" {
+		pem, err := os.ReadFile(clientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("loading the FleetLock client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("loading the FleetLock client CA: no certificate in %s", clientCAFile)
+		}
+		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return c, nil
+}
