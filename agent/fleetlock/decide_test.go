@@ -1,0 +1,82 @@
+package fleetlock
+
+import (
+	"testing"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/lock"
+)
+
+func TestTend(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	const maxHold, queueHold = 2 * time.Hour, 15 * time.Minute
+	fl := func(queued, seen, acquired time.Duration) lock.Record {
+		r := lock.Record{Node: "fleetlock:a", Kind: lock.KindFleetLock, QueuedAt: t0.Add(queued)}
+		if seen != 0 {
+			r.LastSeen = t0.Add(seen)
+		}
+		if acquired != 0 {
+			r.AcquiredAt = t0.Add(acquired)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		rec  lock.Record
+		now  time.Duration // after t0
+		want Action
+	}{
+		{"agent entry", lock.Record{Node: "n1", QueuedAt: t0}, 10 * time.Hour, Ignore},
+		{"waiter just queued", fl(0, 0, 0), time.Minute, Keep},
+		{"waiter never asked again", fl(0, 0, 0), queueHold, ExpireWait},
+		{"waiter asked lately", fl(0, 20*time.Minute, 0), 30 * time.Minute, Keep},
+		{"waiter stopped asking", fl(0, 20*time.Minute, 0), 35 * time.Minute, ExpireWait},
+		{"holder inside max_hold", fl(0, time.Minute, time.Minute), time.Minute + maxHold - time.Second, Keep},
+		{"holder at max_hold", fl(0, time.Minute, time.Minute), time.Minute + maxHold, ExpireHold},
+		// A granted client does not ask again while it reboots: max_hold,
+		// not its silence, bounds it.
+		{"holder silent while rebooting", fl(0, time.Minute, time.Minute), time.Hour, Keep},
+		{"holder asking does not extend", fl(0, 3*time.Hour, time.Minute), 3 * time.Hour, ExpireHold},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Tend(tc.rec, t0.Add(tc.now), maxHold, queueHold); got != tc.want {
+				t.Fatalf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		pos   lock.Position
+		found bool
+		want  Kind
+	}{
+		{"holder", lock.PositionAt(0, 3, 1), true, KindOK},
+		{"second of two slots", lock.PositionAt(1, 3, 2), true, KindOK},
+		{"waiter", lock.PositionAt(2, 3, 1), true, KindSemaphoreFull},
+		{"vanished", lock.Position{}, false, KindFailedLock},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := KindOK
+			if e := Answer(tc.pos, tc.found, "default"); e != nil {
+				got = e.Kind
+			}
+			if got != tc.want {
+				t.Fatalf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEndpointLabel(t *testing.T) {
+	for path, want := range map[string]string{
+		"/v1/pre-reboot": "pre-reboot", "/base/v1/pre-reboot": "pre-reboot",
+		"/v1/steady-state": "steady-state", "/": "other", "/v1/pre-reboot/x": "other",
+	} {
+		if got := endpointLabel(path); got != want {
+			t.Errorf("%s: got %s, want %s", path, got, want)
+		}
+	}
+}
