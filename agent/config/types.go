@@ -19,6 +19,8 @@ type Config struct {
 	Leader  Leader  `toml:"leader"`
 	Reboot  Reboot  `toml:"reboot"`
 	Metrics Metrics `toml:"metrics"`
+	// FleetLock serves zincati's FleetLock protocol (fleetlock.go).
+	FleetLock FleetLock `toml:"fleetlock"`
 
 	// src records where each value came from when the Config was loaded,
 	// so that Validate can name the file of a bad value.
@@ -274,5 +276,6 @@ func Default() *Config {
 		Metrics: Metrics{
 			Listen: "unix:/run/update-agent/metrics.sock",
 		},
+		FleetLock: FleetLock{MaxHold: Duration(2 * time.Hour)},
 	}
 }

@@ -150,6 +150,7 @@ func (c *Config) check(root string) ([]error, []string) {
 	k.etcd(&c.Etcd)
 	k.reboot(&c.Reboot)
 	k.metrics(&c.Metrics)
+	k.fleetLock(&c.FleetLock)
 	return k.errs, k.warns
 }
 

@@ -30,6 +30,7 @@ type Metrics struct {
 	lockWait       prometheus.Histogram
 	leaderMoves    prometheus.Counter
 	failures       *prometheus.CounterVec
+	fleetLock      *prometheus.CounterVec
 }
 
 // New returns the agent's metrics in a fresh registry.
@@ -66,13 +67,17 @@ func New(version string) *Metrics {
 			Namespace: ns, Name: "failures_total",
 			Help: "Failed update steps, by step (stage, hooks, finalize, verify).",
 		}, []string{"step"}),
+		fleetLock: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "fleetlock_requests_total",
+			Help: "FleetLock requests served, by endpoint and answer kind (ok or the error kind).",
+		}, []string{"endpoint", "kind"}),
 	}
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: ns, Name: "build_info", Help: "Always 1; the agent's version.",
 	}, []string{"version"})
 	info.WithLabelValues(version).Set(1)
 	m.Registry.MustRegister(m.state, m.stagingSeconds, m.frozenSeconds, m.guardDecisions,
-		m.lockWait, m.leaderMoves, m.failures, info,
+		m.lockWait, m.leaderMoves, m.failures, m.fleetLock, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, p := range state.Phases {
 		m.state.WithLabelValues(string(p))
@@ -119,6 +124,11 @@ func (m *Metrics) GuardDecisions(decision string, n int) {
 
 // Frozen adds time the guard kept staging frozen.
 func (m *Metrics) Frozen(d time.Duration) { m.frozenSeconds.Add(d.Seconds()) }
+
+// FleetLockRequest counts one FleetLock request (package fleetlock).
+func (m *Metrics) FleetLockRequest(endpoint, kind string) {
+	m.fleetLock.WithLabelValues(endpoint, kind).Inc()
+}
 
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {

@@ -110,3 +110,36 @@ func value(t *testing.T, m *Metrics, name, label string) float64 {
 	t.Fatalf("no %s{%s}", name, label)
 	return 0
 }
+
+func TestFleetLockRequests(t *testing.T) {
+	m := New("1.2.3")
+	m.FleetLockRequest("pre-reboot", "failed_lock_semaphore_full")
+	m.FleetLockRequest("pre-reboot", "failed_lock_semaphore_full")
+	m.FleetLockRequest("steady-state", "ok")
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "update_agent_fleetlock_requests_total" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			var labels []string
+			for _, l := range mt.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			got[strings.Join(labels, ",")] = mt.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{"endpoint=pre-reboot,kind=failed_lock_semaphore_full": 2, "endpoint=steady-state,kind=ok": 1}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+}

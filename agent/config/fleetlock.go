@@ -1,0 +1,50 @@
+package config
+
+import (
+	"net"
+	"strconv"
+	"strings"
+)
+
+// FleetLock is the FleetLock server (package fleetlock) through which
+// zincati nodes take slots of the same semaphore as the agents. Off while
+// Listen is "".
+type FleetLock struct {
+	// Listen is "host:port"; "" serves nothing.
+	Listen string `toml:"listen"`
+	// CertFile and KeyFile serve HTTPS; "" serves plain HTTP.
+	CertFile string `toml:"cert_file"`
+	KeyFile  string `toml:"key_file"`
+	// ClientCAFile, when set, requires client certificates signed by it.
+	ClientCAFile string `toml:"client_ca_file"`
+	// MaxHold bounds how long a FleetLock client holds a slot without
+	// reporting steady-state.
+	MaxHold Duration `toml:"max_hold"`
+}
+
+func (k *checker) fleetLock(f *FleetLock) {
+	k.positive("fleetlock.max_hold", f.MaxHold)
+	if f.Listen != "" {
+		host, port, err := net.SplitHostPort(f.Listen)
+		n, perr := strconv.Atoi(port)
+		if err != nil || perr != nil || n < 1 || n > 65535 || strings.ContainsAny(host, "/ ") {
+			k.fail("fleetlock.listen", "must be \"host:port\" or \"\" (off), got %q", f.Listen)
+		}
+		if len(k.c.Etcd.Endpoints) == 0 {
+			k.failRel("etcd.endpoints", []string{"fleetlock.listen"}, "at least one endpoint is needed while fleetlock.listen is set")
+		}
+	}
+	for _, fl := range []struct{ key, path string }{
+		{"fleetlock.cert_file", f.CertFile}, {"fleetlock.key_file", f.KeyFile}, {"fleetlock.client_ca_file", f.ClientCAFile},
+	} {
+		if fl.path != "" {
+			k.readable(fl.key, fl.path)
+		}
+	}
+	if (f.CertFile == "") != (f.KeyFile == "") {
+		k.failRel("fleetlock.key_file", []string{"fleetlock.cert_file"}, "fleetlock.cert_file and fleetlock.key_file must be set together")
+	}
+	if f.ClientCAFile != "" && f.CertFile == "" {
+		k.failRel("fleetlock.client_ca_file", []string{"fleetlock.cert_file"}, "client certificates need TLS: set fleetlock.cert_file and fleetlock.key_file")
+	}
+}

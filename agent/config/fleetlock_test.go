@@ -1,0 +1,54 @@
+package config
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFleetLockRules: each [fleetlock] rule names the fragment and key.
+func TestFleetLockRules(t *testing.T) {
+	for _, tt := range []struct{ frag, key, msg string }{
+		{"[fleetlock]\nlisten = \"8443\"", "fleetlock.listen", `must be "host:port" or "" (off), got "8443"`},
+		{"[fleetlock]\nlisten = \"unix:/run/fl.sock\"", "fleetlock.listen", `must be "host:port"`},
+		{"[fleetlock]\nmax_hold = \"0s\"", "fleetlock.max_hold", `must be > 0, got "0s"`},
+		{"[fleetlock]\ncert_file = \"/etc/none.pem\"\nkey_file = \"/etc/present.pem\"", "fleetlock.cert_file", `cannot read "/etc/none.pem"`},
+		{"[fleetlock]\ncert_file = \"/etc/present.pem\"", "fleetlock.key_file", `fleetlock.cert_file and fleetlock.key_file must be set together`},
+		{"[fleetlock]\nclient_ca_file = \"/etc/present.pem\"", "fleetlock.client_ca_file", `client certificates need TLS`},
+		{"[fleetlock]\nlisten = \":8443\"\n[lock]\nenabled = false\n[etcd]\nendpoints = []", "etcd.endpoints", `at least one endpoint is needed while fleetlock.listen is set`},
+		{"[fleetlock]\nport = 8443", "fleetlock.port", `unknown key`},
+	} {
+		t.Run(tt.key+"/"+strings.ReplaceAll(tt.frag, "\n", " "), func(t *testing.T) {
+			root := writeTree(t, map[string]string{
+				etcDir + "50-x.toml":        tt.frag + "\n",
+				"/etc/present.pem":          "x",
+				usrDir + "00-defaults.toml": "",
+			})
+			_, _, err := Load(root)
+			want := filepath.Join(root, etcDir, "50-x.toml") + ": " + tt.key + ": " + tt.msg
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("error:\n%v\nwant a line starting:\n%s", err, want)
+			}
+		})
+	}
+}
+
+func TestFleetLockValid(t *testing.T) {
+	root := writeTree(t, map[string]string{
+		etcDir + "50-x.toml": "[fleetlock]\nlisten = \":8443\"\ncert_file = \"/etc/c.pem\"\nkey_file = \"/etc/k.pem\"\n" +
+			"client_ca_file = \"/etc/ca.pem\"\nmax_hold = \"90m\"\n",
+		"/etc/c.pem": "x", "/etc/k.pem": "x", "/etc/ca.pem": "x",
+		usrDir + "00-defaults.toml": "",
+	})
+	c, _, err := Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.FleetLock.Listen != ":8443" || c.FleetLock.MaxHold.D() != 90*time.Minute || c.FleetLock.ClientCAFile != "/etc/ca.pem" {
+		t.Errorf("got %+v", c.FleetLock)
+	}
+	if d := Default().FleetLock; d.Listen != "" || d.MaxHold.D() != 2*time.Hour {
+		t.Errorf("defaults %+v: want off, max_hold 2h", d)
+	}
+}
