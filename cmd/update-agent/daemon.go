@@ -99,8 +99,8 @@ func runDaemon(env *cmdEnv, args []string) error {
 	return runErr
 }
 
-// serve starts the control socket and, when configured, the metrics
-// endpoint. They stop when ctx ends.
+// serve starts the control socket and, when configured, the FleetLock
+// server and the metrics endpoint. They stop when ctx ends.
 func (a *agent) serve(ctx context.Context) error {
 	ln, err := control.ListenUnix(rooted(a.root, control.DefaultSocket))
 	if err != nil {
@@ -116,6 +116,9 @@ func (a *agent) serve(ctx context.Context) error {
 			a.log.Error("control socket stopped", "err", err)
 		}
 	}()
+	if err := a.serveFleetLock(ctx); err != nil {
+		return err
+	}
 	addr := a.cfg.Metrics.Listen
 	if addr == "" {
 		return nil

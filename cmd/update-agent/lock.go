@@ -99,11 +99,11 @@ func printLockStatus(w io.Writer, prefix, group string, groups []lock.GroupStatu
 		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 		for _, h := range g.Holders {
 			fmt.Fprintf(tw, "  holder\t%s\ttarget %s\theld %s\tlease %s left\tboot %s\n",
-				h.Node, shortTarget(h.Target), dur(h.Age), dur(h.TTLLeft), h.BootID)
+				entryName(h), shortTarget(h.Target), dur(h.Age), dur(h.TTLLeft), h.BootID)
 		}
 		for n, h := range g.Waiters {
 			fmt.Fprintf(tw, "  waiter %d\t%s\ttarget %s\twaiting %s\tlease %s left\tboot %s\n",
-				n+1, h.Node, shortTarget(h.Target), dur(h.Age), dur(h.TTLLeft), h.BootID)
+				n+1, entryName(h), shortTarget(h.Target), dur(h.Age), dur(h.TTLLeft), h.BootID)
 		}
 		tw.Flush()
 		if len(g.Pending) > 0 {
@@ -114,6 +114,15 @@ func printLockStatus(w io.Writer, prefix, group string, groups []lock.GroupStatu
 			fmt.Fprintf(w, "  updates pending: %s\n", strings.Join(p, ", "))
 		}
 	}
+}
+
+// entryName marks FleetLock clients (zincati nodes served by `fleetlock
+// serve` or the daemon); the name is what `lock release` takes.
+func entryName(e lock.EntryStatus) string {
+	if e.Kind == lock.KindFleetLock {
+		return e.Node + " (FleetLock client)"
+	}
+	return e.Node
 }
 
 func shortTarget(checksum string) string {

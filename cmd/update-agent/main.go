@@ -56,6 +56,7 @@ func commands() []command {
 		{"update-now", "ask the daemon to check for an update and stage it now", runUpdateNow},
 		{"stage-once", "stage one update now under the staging policy and latency guard; no reboot", runStageOnce},
 		{"lock", "show the reboot slots (lock status) or free a node's slot (lock release <node>)", runLock},
+		{"fleetlock", "serve zincati's FleetLock protocol from the reboot semaphore (fleetlock serve)", runFleetLock},
 		{"version", "print the version", runVersion},
 	}
 }

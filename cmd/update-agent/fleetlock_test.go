@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/config"
+	"github.com/update-agent/update-agent/agent/metrics"
+	"github.com/update-agent/update-agent/tests/etcdtest"
+	"github.com/update-agent/update-agent/tests/testlog"
+)
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// fleetLockPost sends zincati's request.
+func fleetLockPost(c *http.Client, url, id string) (int, string, error) {
+	body := fmt.Sprintf(`{"client_params":{"id":%q,"group":"default"}}`, id)
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("fleet-lock-protocol", "true")
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+// TestFleetLockServe: `update-agent fleetlock serve` over HTTPS with client
+// certificates, its clients in `lock status`, its metrics, SIGTERM.
+func TestFleetLockServe(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	pki := etcdtest.NewPKI(t)
+	addr := freeAddr(t)
+	root := configRoot(t, map[string]string{"50-fleetlock.toml": fmt.Sprintf(`
+[etcd]
+endpoints = [%q]
+[metrics]
+listen = "unix:/run/update-agent/metrics.sock"
+[fleetlock]
+listen = %q
+cert_file = "/etc/fl/server.pem"
+key_file = "/etc/fl/server-key.pem"
+client_ca_file = "/etc/fl/ca.pem"
+`, c.Members[0].ClientURL, addr)})
+	os.MkdirAll(filepath.Join(root, "etc/fl"), 0o755)
+	os.MkdirAll(filepath.Join(root, "run/update-agent"), 0o755)
+	for src, dst := range map[string]string{pki.CAFile: "ca.pem", pki.ServerCertFile: "server.pem", pki.ServerKey: "server-key.pem"} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(root, "etc/fl", dst), b, 0o600)
+	}
+	done := make(chan error, 1)
+	var stderr testlog.Buffer
+	go func() { done <- runFleetLock(&cmdEnv{stdout: io.Discard, stderr: &stderr}, []string{"serve", "--root", root}) }()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("server log:\n%s", stderr.String())
+		}
+	})
+
+	ca, _ := os.ReadFile(pki.CAFile)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	client := func(certFile, keyFile string) *http.Client {
+		tc := &tls.Config{RootCAs: pool}
+		if certFile != "" {
+			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 10 * time.Second}
+	}
+	url := "https://" + addr + "/v1/pre-reboot"
+	good := client(pki.ClientCertFile, pki.ClientKey)
+	waitFor(t, "the FleetLock server", func() bool {
+		code, _, err := fleetLockPost(good, url, "worker-1")
+		return err == nil && code == http.StatusOK
+	})
+	for name, cl := range map[string]*http.Client{"no client certificate": client("", ""),
+		"a certificate of another CA": client(pki.OtherClientCert, pki.OtherKey)} {
+		if code, _, err := fleetLockPost(cl, url, "intruder"); err == nil {
+			t.Errorf("%s: answered %d, want the TLS handshake refused", name, code)
+		}
+	}
+	if code, body, err := fleetLockPost(good, url, "worker-2"); err != nil || code != http.StatusConflict ||
+		!strings.Contains(body, `"kind":"failed_lock_semaphore_full"`) {
+		t.Errorf("second client: %d %s %v", code, body, err)
+	}
+
+	code, out, errOut := runIn("lock", "status", "--root", root)
+	if code != exitOK || !strings.Contains(out, "fleetlock:worker-1 (FleetLock client)") ||
+		!strings.Contains(out, "fleetlock:worker-2 (FleetLock client)") {
+		t.Errorf("lock status: exit %d\n%s%s", code, out, errOut)
+	}
+
+	mc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(root, "run/update-agent/metrics.sock"))
+	}}}
+	resp, err := mc.Get("http://x/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`update_agent_fleetlock_requests_total{endpoint="pre-reboot",kind="ok"} 1`,
+		`update_agent_fleetlock_requests_total{endpoint="pre-reboot",kind="failed_lock_semaphore_full"} 1`} {
+		if !bytes.Contains(body, []byte(want)) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("fleetlock serve: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("fleetlock serve did not stop on SIGTERM")
+	}
+	if !strings.Contains(stderr.String(), "FleetLock slot granted") {
+		t.Errorf("no grant logged:\n%s", stderr.String())
+	}
+
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"fleetlock"}, exitUsage},
+		{[]string{"fleetlock", "serve", "--root", configRoot(t, nil)}, exitBadConfig},
+		{[]string{"fleetlock", "serve", "--root", configRoot(t, map[string]string{"50.toml": "[fleetlock]\nlisten = \"x\"\n"})}, exitBadConfig},
+	} {
+		if code, _, errOut := runIn(tc.args...); code != tc.code {
+			t.Errorf("%v: exit %d, want %d (%s)", tc.args, code, tc.code, errOut)
+		}
+	}
+}
+
+// TestDaemonServesFleetLock: the daemon's serve starts the FleetLock server
+// when fleetlock.listen is set, with its own etcd client when the agent
+// takes no lock itself.
+func TestDaemonServesFleetLock(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	cfg := config.Default()
+	cfg.Lock.Enabled = false
+	cfg.Etcd.Endpoints = []string{c.Members[0].ClientURL}
+	cfg.FleetLock.Listen = freeAddr(t)
+	a := &agent{cfg: cfg, root: t.TempDir(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: metrics.New(version)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := a.serveFleetLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	code, body, err := fleetLockPost(http.DefaultClient, "http://"+cfg.FleetLock.Listen+"/v1/pre-reboot", "worker-1")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("pre-reboot: %d %s %v", code, body, err)
+	}
+}
