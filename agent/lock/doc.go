@@ -9,7 +9,11 @@
 //	<prefix>/<group>/holders/<node>  the queue: one key per node that wants
 //	                                 or holds a slot. JSON Record: node,
 //	                                 boot_id, target, member, queued_at,
-//	                                 acquired_at (zero while waiting).
+//	                                 acquired_at (zero while waiting);
+//	                                 kind "fleetlock" for a FleetLock
+//	                                 client, queued as fleetlock:<id>
+//	                                 by package fleetlock on a lease of
+//	                                 its own.
 //	<prefix>/<group>/pending/<node>  announcement: this node has an update
 //	                                 staged and will want to reboot. JSON
 //	                                 Announcement: node, member, target,

@@ -74,7 +74,9 @@ client_ca_file = "/etc/fl/ca.pem"
 	}
 	done := make(chan error, 1)
 	var stderr testlog.Buffer
-	go func() { done <- runFleetLock(&cmdEnv{stdout: io.Discard, stderr: &stderr}, []string{"serve", "--root", root}) }()
+	go func() {
+		done <- runFleetLock(&cmdEnv{stdout: io.Discard, stderr: &stderr}, []string{"serve", "--root", root})
+	}()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("server log:\n%s", stderr.String())
