@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/update-agent/update-agent/agent/config"
+	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/metrics"
 	"github.com/update-agent/update-agent/tests/etcdtest"
 	"github.com/update-agent/update-agent/tests/testlog"
@@ -118,6 +120,13 @@ client_ca_file = "/etc/fl/ca.pem"
 	if code != exitOK || !strings.Contains(out, "fleetlock:worker-1 (FleetLock client)") ||
 		!strings.Contains(out, "fleetlock:worker-2 (FleetLock client)") {
 		t.Errorf("lock status: exit %d\n%s%s", code, out, errOut)
+	}
+
+	code, out, _ = runIn("lock", "status", "--root", root, "--json")
+	var gs []lock.GroupStatus
+	if err := json.Unmarshal([]byte(out), &gs); code != exitOK || err != nil || len(gs) != 1 || len(gs[0].Holders) != 1 ||
+		gs[0].Holders[0].Kind != lock.KindFleetLock || gs[0].Holders[0].Node != "fleetlock:worker-1" {
+		t.Errorf("lock status --json: exit %d, %v\n%s", code, err, out)
 	}
 
 	mc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
