@@ -61,9 +61,8 @@ func TestMaxHoldExpiry(t *testing.T) {
 func TestWaiterExpiry(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := ctxT(t, 20*time.Second)
-	o := f.opts(1)
-	o.QueueHold = 15 * time.Minute
-	s, hs := f.server(o)
+	// The default QueueHold, 15 minutes, as the README says.
+	s, hs := f.server(f.opts(1))
 	pre := fleetlock.PathPreReboot
 
 	holder := f.lock("holder", 1)
