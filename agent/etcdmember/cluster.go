@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"sync"
 	"time"
 
@@ -16,12 +17,20 @@ import (
 
 // Options configure the adapter.
 type Options struct {
-	// LocalName is the local member's name; "" or "auto" finds it by asking
-	// the local endpoints which member serves them.
+	// LocalName is the local member's name; "" or "auto" finds it by what
+	// the host is (MatchLocal): the member serving a local endpoint, or whose
+	// peer or client URLs hold an own address or the host name.
 	LocalName string
 	// LocalEndpoints are client URLs served by this host's member, for
 	// "auto". nil: the client's endpoints whose host is a loopback address.
 	LocalEndpoints []string
+	// LocalUnit is etcd.local_unit: set, this host runs a member, and
+	// finding none is an error.
+	LocalUnit string
+	// Addrs lists the host's own addresses (nil: OwnAddrs); Hostname its
+	// name (nil: os.Hostname). Tests inject them.
+	Addrs    func() ([]HostAddr, error)
+	Hostname func() (string, error)
 	// MaxLag is how many raft entries a member may trail and still count as
 	// healthy (default 1000).
 	MaxLag uint64
@@ -38,6 +47,9 @@ type Cluster struct {
 	cli *clientv3.Client
 	o   Options
 	log *slog.Logger
+
+	mu      sync.Mutex
+	lastHow string // logged when it changes
 }
 
 // New returns the adapter; it does not talk to etcd yet.
@@ -56,6 +68,12 @@ func New(cli *clientv3.Client, o Options) *Cluster {
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
+	}
+	if o.Addrs == nil {
+		o.Addrs = OwnAddrs
+	}
+	if o.Hostname == nil {
+		o.Hostname = os.Hostname
 	}
 	if o.LocalEndpoints == nil {
 		for _, ep := range cli.Endpoints() {
@@ -92,45 +110,74 @@ func (c *Cluster) Members(ctx context.Context) ([]Member, error) {
 	}
 	var out []Member
 	for _, m := range resp.Members {
-		out = append(out, Member{ID: m.ID, Name: m.Name, ClientURLs: m.ClientURLs, Learner: m.IsLearner})
+		out = append(out, Member{ID: m.ID, Name: m.Name, ClientURLs: m.ClientURLs, PeerURLs: m.PeerURLs, Learner: m.IsLearner})
 	}
 	return out, nil
 }
 
-// Local returns the local member; found is false when the host runs none
-// (no name configured and no local endpoint). A local endpoint that does not
-// answer is an error, not "no member": a host whose member is down must not
-// be taken for a worker.
+// Local returns the local member; found is false when the host runs none.
+// A host that looks like a member host but matches no member is an error,
+// not "no member": a host whose member is missing must not be taken for a
+// worker.
 func (c *Cluster) Local(ctx context.Context) (m Member, found bool, err error) {
+	match, err := c.LocalMatch(ctx)
+	return match.Member, match.Found, err
+}
+
+// LocalMatch finds the local member and says how (MatchLocal), logging the
+// how whenever it changes.
+func (c *Cluster) LocalMatch(ctx context.Context) (Match, error) {
 	members, err := c.Members(ctx)
 	if err != nil {
-		return Member{}, false, err
+		return Match{}, err
 	}
 	if c.o.LocalName != "" {
 		for _, m := range members {
 			if m.Name == c.o.LocalName {
-				return m, true, nil
+				return Match{Member: m, Found: true, How: fmt.Sprintf("member %s: named by etcd.member", m.Name)}, nil
 			}
 		}
-		return Member{}, false, fmt.Errorf("local etcd member %q is not in the member list", c.o.LocalName)
+		return Match{}, fmt.Errorf("local etcd member %q is not in the member list", c.o.LocalName)
 	}
-	if len(c.o.LocalEndpoints) == 0 {
-		return Member{}, false, nil
+	h, err := c.host(ctx)
+	if err != nil {
+		return Match{}, err
 	}
-	var errs []error
+	match, err := MatchLocal(members, h)
+	if err != nil {
+		return Match{}, fmt.Errorf("finding the local etcd member: %w", err)
+	}
+	c.mu.Lock()
+	changed := match.How != c.lastHow
+	c.lastHow = match.How
+	c.mu.Unlock()
+	if changed {
+		c.log.Info("local etcd member", "how", match.How)
+	}
+	return match, nil
+}
+
+// host gathers what MatchLocal needs: own addresses, host name, and which
+// member serves each local endpoint.
+func (c *Cluster) host(ctx context.Context) (Host, error) {
+	addrs, err := c.o.Addrs()
+	if err != nil {
+		return Host{}, fmt.Errorf("finding the local etcd member: %w", err)
+	}
+	name, err := c.o.Hostname()
+	if err != nil {
+		return Host{}, fmt.Errorf("finding the local etcd member: host name: %w", err)
+	}
+	h := Host{Addrs: addrs, Hostname: name, LocalUnit: c.o.LocalUnit}
 	for _, ep := range c.o.LocalEndpoints {
 		st, err := c.status(ctx, ep)
 		if err != nil {
-			errs = append(errs, err)
+			h.ServeErrs = append(h.ServeErrs, err)
 			continue
 		}
-		for _, m := range members {
-			if m.ID == st.Header.MemberId {
-				return m, true, nil
-			}
-		}
+		h.Served = append(h.Served, Served{Endpoint: ep, MemberID: st.Header.MemberId})
 	}
-	return Member{}, false, fmt.Errorf("finding the local etcd member: %w", errors.Join(errs...))
+	return h, nil
 }
 
 func (c *Cluster) status(ctx context.Context, endpoint string) (*clientv3.StatusResponse, error) {

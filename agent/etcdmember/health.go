@@ -18,6 +18,7 @@ type Member struct {
 	ID         uint64   `json:"id"`
 	Name       string   `json:"name"`
 	ClientURLs []string `json:"client_urls"`
+	PeerURLs   []string `json:"peer_urls,omitempty"`
 	Learner    bool     `json:"learner,omitempty"`
 }
 

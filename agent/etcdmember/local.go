@@ -1,0 +1,216 @@
+package etcdmember
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strings"
+)
+
+// HostAddr is one of this host's own interface addresses.
+type HostAddr struct {
+	IP    netip.Addr
+	Iface string
+}
+
+func (a HostAddr) String() string { return fmt.Sprintf("%s on %s", a.IP, a.Iface) }
+
+// Host is what this host is, as far as finding its etcd member goes.
+type Host struct {
+	Addrs    []HostAddr
+	Hostname string
+	// LocalUnit is etcd.local_unit: set, it says this host runs a member.
+	LocalUnit string
+	// Served are local client endpoints and the member each said serves it.
+	Served []Served
+	// ServeErrs are local client endpoints that did not answer.
+	ServeErrs []error
+}
+
+// Served is a local endpoint and the member ID its Status call named.
+type Served struct {
+	Endpoint string
+	MemberID uint64
+}
+
+// Match is the local member, or why this host runs none; How says which
+// evidence decided, for logs and doctor.
+type Match struct {
+	Member Member
+	Found  bool
+	How    string
+}
+
+// evidence is one reason to think member m runs on this host. Weak
+// evidence (loopback, localhost) holds on every host, so it counts only
+// when a single member has it (a one-member cluster).
+type evidence struct {
+	m    Member
+	why  string
+	weak bool
+}
+
+// MatchLocal finds this host's member among members, by the endpoints the
+// member answered on, then by the host's own addresses and host name in the
+// members' peer and client URLs. A host that looks like a member host
+// (local_unit set, or an own address in a peer URL) and matches no started
+// member is an error, never a worker: a worker skips every quorum check.
+func MatchLocal(members []Member, h Host) (Match, error) {
+	var ev []evidence
+	for _, s := range h.Served {
+		for _, m := range members {
+			if m.ID == s.MemberID {
+				ev = append(ev, evidence{m: m, why: "serves local endpoint " + s.Endpoint})
+			}
+		}
+	}
+	for _, m := range members {
+		for _, u := range m.PeerURLs {
+			if why, weak, ok := urlMatches(u, h); ok {
+				ev = append(ev, evidence{m: m, why: "peer URL " + why, weak: weak})
+			}
+		}
+		for _, u := range m.ClientURLs {
+			if why, weak, ok := urlMatches(u, h); ok {
+				ev = append(ev, evidence{m: m, why: "client URL " + why, weak: weak})
+			}
+		}
+	}
+	strong, weak := byMember(ev, false), byMember(ev, true)
+	switch {
+	case len(strong) > 1:
+		return Match{}, fmt.Errorf("this host matches several etcd members: %s; set etcd.member to the local one", describe(strong))
+	case len(strong) == 1:
+		return found(strong[0])
+	case len(weak) == 1:
+		return found(weak[0])
+	}
+	// Loopback URLs of several members say nothing about this host.
+	seen := describeHost(h)
+	if len(weak) > 1 {
+		seen += "; " + describe(weak) + " are on loopback everywhere"
+	}
+	switch {
+	case len(h.ServeErrs) > 0:
+		return Match{}, fmt.Errorf("no etcd member matches this host (%s), and its local endpoints did not answer: %w", seen, joinErrs(h.ServeErrs))
+	case h.LocalUnit != "":
+		return Match{}, fmt.Errorf("etcd.local_unit = %s says this host runs an etcd member, but no member's peer or client URLs match this host (%s)", h.LocalUnit, seen)
+	}
+	return Match{How: fmt.Sprintf("a worker: no etcd member's peer or client URLs match this host (%s), and etcd.local_unit is not set", seen)}, nil
+}
+
+// found turns a member's evidence into the match; a member with no name
+// yet (added, not started) is this host's, but there is nothing to
+// coordinate with: an error, not a worker.
+func found(es []evidence) (Match, error) {
+	m := es[0].m
+	if m.Name == "" {
+		return Match{}, fmt.Errorf("etcd member %x matches this host (%s) but has not started yet (no name)", m.ID, es[0].why)
+	}
+	return Match{Member: m, Found: true, How: fmt.Sprintf("member %s: %s", m.Name, es[0].why)}, nil
+}
+
+// byMember groups the evidence of one strength by member, in member order.
+func byMember(ev []evidence, weak bool) [][]evidence {
+	var out [][]evidence
+	idx := map[uint64]int{}
+	for _, e := range ev {
+		if e.weak != weak {
+			continue
+		}
+		i, ok := idx[e.m.ID]
+		if !ok {
+			i = len(out)
+			idx[e.m.ID] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], e)
+	}
+	return out
+}
+
+func describe(groups [][]evidence) string {
+	var parts []string
+	for _, es := range groups {
+		name := es[0].m.Name
+		if name == "" {
+			name = fmt.Sprintf("%x", es[0].m.ID)
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", name, es[0].why))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func describeHost(h Host) string {
+	var addrs []string
+	for _, a := range h.Addrs {
+		if !a.IP.IsLoopback() {
+			addrs = append(addrs, a.String())
+		}
+	}
+	s := "addresses " + strings.Join(addrs, ", ")
+	if len(addrs) == 0 {
+		s = "no address but loopback"
+	}
+	if h.Hostname != "" {
+		s += ", host name " + h.Hostname
+	}
+	return s
+}
+
+// urlMatches says whether raw names this host: an own address, or the
+// host name (full or short). Loopback and "localhost" are weak.
+func urlMatches(raw string, h Host) (why string, weak, ok bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" {
+		return "", false, false
+	}
+	host := u.Hostname()
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ip = ip.Unmap().WithZone("")
+		if ip.IsUnspecified() {
+			return "", false, false
+		}
+		for _, a := range h.Addrs {
+			if a.IP.Unmap().WithZone("") == ip {
+				return fmt.Sprintf("%s matches %s", raw, a), ip.IsLoopback(), true
+			}
+		}
+		return "", false, false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return raw + " is localhost", true, true
+	}
+	if sameHost(host, h.Hostname) {
+		return fmt.Sprintf("%s names host %s", raw, h.Hostname), false, true
+	}
+	return "", false, false
+}
+
+// sameHost compares host names, a short name equal to the other's first
+// label ("cp1" and "cp1.example.com").
+func sameHost(a, b string) bool {
+	a, b = strings.TrimSuffix(strings.ToLower(a), "."), strings.TrimSuffix(strings.ToLower(b), ".")
+	if a == "" || b == "" {
+		return false
+	}
+	if a == b {
+		return true
+	}
+	short := func(s string) string { return strings.SplitN(s, ".", 2)[0] }
+	if !strings.Contains(a, ".") || !strings.Contains(b, ".") {
+		return short(a) == short(b)
+	}
+	return false
+}
+
+func joinErrs(errs []error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	var s []string
+	for _, e := range errs {
+		s = append(s, e.Error())
+	}
+	return fmt.Errorf("%s", strings.Join(s, "; "))
+}
