@@ -168,7 +168,7 @@ func (a *agent) wireEtcd() error {
 		return fmt.Errorf("setting up the etcd client: %w", err)
 	}
 	a.etcd = cli
-	member := etcdmember.New(cli, etcdmember.Options{LocalName: c.Etcd.Member, Log: a.log})
+	member := etcdmember.New(cli, etcdmember.Options{LocalName: c.Etcd.Member, LocalUnit: c.Etcd.LocalUnit, Log: a.log})
 	a.lock = &adapters.Lock{
 		Node: a.node,
 		OnPosition: func(p lock.Position) {
