@@ -1,0 +1,179 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/update-agent/update-agent/agent/etcdmember"
+	"github.com/update-agent/update-agent/agent/iosched"
+	"github.com/update-agent/update-agent/agent/lock"
+	"github.com/update-agent/update-agent/agent/systemd"
+)
+
+// EtcdClient is Etcd over a client and the member adapter.
+type EtcdClient struct {
+	Cli    *clientv3.Client
+	Member *etcdmember.Cluster
+	// KeyPrefix is lock.key_prefix: the probe reads under it, as the lock
+	// does, so a user without the permission fails here.
+	KeyPrefix string
+}
+
+// Probe asks every endpoint for its status, then reads under the lock's
+// prefix (which needs auth accepted when etcd has it on).
+func (e EtcdClient) Probe(ctx context.Context) (string, error) {
+	var ok, down []string
+	var errs []error
+	for _, ep := range e.Cli.Endpoints() {
+		if _, err := e.Cli.Status(ctx, ep); err != nil {
+			down = append(down, ep)
+			errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+			continue
+		}
+		ok = append(ok, ep)
+	}
+	if len(ok) == 0 {
+		return "", errors.Join(errs...)
+	}
+	if _, err := e.Cli.Get(ctx, strings.TrimRight(e.KeyPrefix, "/")+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+		return "", fmt.Errorf("reading under %s: %w", e.KeyPrefix, err)
+	}
+	where := strings.Join(ok, ", ")
+	if len(down) > 0 {
+		where += fmt.Sprintf(" (not at %s: %v)", strings.Join(down, ", "), errors.Join(errs...))
+	}
+	return where, nil
+}
+
+func (e EtcdClient) Members(ctx context.Context) ([]etcdmember.Member, error) {
+	return e.Member.Members(ctx)
+}
+
+func (e EtcdClient) LocalMatch(ctx context.Context) (etcdmember.Match, error) {
+	return e.Member.LocalMatch(ctx)
+}
+
+func (e EtcdClient) Health(ctx context.Context) (etcdmember.Health, error) {
+	return e.Member.Health(ctx)
+}
+
+// Alarms lists the cluster's active alarms as "member: ALARM".
+func (e EtcdClient) Alarms(ctx context.Context) ([]string, error) {
+	resp, err := e.Cli.AlarmList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing etcd alarms: %w", err)
+	}
+	names := map[uint64]string{}
+	if ms, err := e.Member.Members(ctx); err == nil {
+		for _, m := range ms {
+			names[m.ID] = m.Name
+		}
+	}
+	var out []string
+	for _, a := range resp.Alarms {
+		who := names[a.MemberID]
+		if who == "" {
+			who = fmt.Sprintf("%x", a.MemberID)
+		}
+		out = append(out, fmt.Sprintf("%s: %s", who, a.Alarm))
+	}
+	return out, nil
+}
+
+// EtcdLock is Lock over agent/lock.
+type EtcdLock struct {
+	Cli    *clientv3.Client
+	Prefix string
+	Group  string
+	Slots  int
+}
+
+func (l EtcdLock) Status(ctx context.Context) ([]lock.GroupStatus, error) {
+	return lock.Status(ctx, l.Cli, l.Prefix, l.Slots, l.Group, time.Now())
+}
+
+// SystemdCgroups finds a unit's cgroup through systemd and checks that it
+// exists under Root's /sys/fs/cgroup.
+type SystemdCgroups struct{ Root string }
+
+func (s SystemdCgroups) UnitCgroup(ctx context.Context, unit string) (string, error) {
+	conn, err := systemd.Dial(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	cg, err := conn.ControlGroup(ctx, unit)
+	if err != nil {
+		return "", err
+	}
+	if cg == "" {
+		return "", fmt.Errorf("systemd has no cgroup for it: is it running?")
+	}
+	p := filepath.Join(Rooted(s.Root, "/sys/fs/cgroup"), cg)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("its cgroup: %w", err)
+	}
+	return p, nil
+}
+
+// SysfsDisks resolves disks with agent/iosched under Root.
+type SysfsDisks struct{ Root string }
+
+func (s SysfsDisks) sys() string { return Rooted(s.Root, "/sys") }
+
+func (s SysfsDisks) Disks(paths []string) ([]string, error) {
+	var rooted []string
+	for _, p := range paths {
+		rooted = append(rooted, Rooted(s.Root, p))
+	}
+	return iosched.Resolver{SysRoot: s.sys()}.Disks(rooted)
+}
+
+func (s SysfsDisks) Scheduler(disk string) (string, []string, error) {
+	b, err := os.ReadFile(filepath.Join(s.sys(), "block", disk, "queue", "scheduler"))
+	if err != nil {
+		return "", nil, err
+	}
+	cur, offered := iosched.ParseScheduler(string(b))
+	return cur, offered, nil
+}
+
+// HTTPMetrics fetches over HTTP.
+type HTTPMetrics struct{ Client *http.Client }
+
+func (h HTTPMetrics) Fetch(ctx context.Context, url string) (io.ReadCloser, error) {
+	c := h.Client
+	if c == nil {
+		c = &http.Client{Timeout: 5 * time.Second}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s", resp.Status)
+	}
+	return resp.Body, nil
+}
+
+// Rooted prefixes an absolute host path with root (--root).
+func Rooted(root, p string) string {
+	if root == "" || root == "/" || p == "" {
+		return p
+	}
+	return filepath.Join(root, p)
+}

@@ -1,0 +1,346 @@
+// Package doctor checks, one line each, what the agent needs from the host
+// and the cluster: etcd reachable with the configured TLS and auth, the
+// local member and how it was found, leader, health, alarms, etcd's
+// metrics, the etcd unit's cgroup, rpm-ostree, the staging disks and the
+// lock. Each check talks through a small interface (adapters.go has the
+// real ones), so the report is tested with fakes.
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/etcdmember"
+	"github.com/update-agent/update-agent/agent/guard"
+	"github.com/update-agent/update-agent/agent/lock"
+	"github.com/update-agent/update-agent/agent/rpmostree"
+)
+
+// Result is one check's line.
+type Result struct {
+	Check  string
+	OK     bool
+	Detail string
+}
+
+func (r Result) String() string {
+	v := "ok"
+	if !r.OK {
+		v = "FAIL"
+	}
+	return fmt.Sprintf("%-4s  %-14s %s", v, r.Check, r.Detail)
+}
+
+// Report is every check's result, in order.
+type Report []Result
+
+// Failed counts the failed checks.
+func (r Report) Failed() int {
+	n := 0
+	for _, x := range r {
+		if !x.OK {
+			n++
+		}
+	}
+	return n
+}
+
+// Write prints one line per check.
+func (r Report) Write(w io.Writer) error {
+	for _, x := range r {
+		if _, err := fmt.Fprintln(w, x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Etcd is what the etcd checks ask.
+type Etcd interface {
+	// Probe does one read that needs the connection, TLS and auth accepted,
+	// and says where it got an answer.
+	Probe(ctx context.Context) (string, error)
+	Members(ctx context.Context) ([]etcdmember.Member, error)
+	LocalMatch(ctx context.Context) (etcdmember.Match, error)
+	Health(ctx context.Context) (etcdmember.Health, error)
+	Alarms(ctx context.Context) ([]string, error)
+}
+
+// Lock reads the configured group's slots and holders.
+type Lock interface {
+	Status(ctx context.Context) ([]lock.GroupStatus, error)
+}
+
+// OS reads rpm-ostree's status (rpmostree.Client).
+type OS interface {
+	Status(ctx context.Context) (*rpmostree.Status, error)
+}
+
+// Cgroups says whether a unit's cgroup exists, and where.
+type Cgroups interface {
+	UnitCgroup(ctx context.Context, unit string) (string, error)
+}
+
+// Disks resolves the disks behind paths and reads their schedulers.
+type Disks interface {
+	Disks(paths []string) ([]string, error)
+	// Scheduler returns the selected scheduler and those offered.
+	Scheduler(disk string) (string, []string, error)
+}
+
+// Metrics fetches guard.metrics_url.
+type Metrics interface {
+	Fetch(ctx context.Context, url string) (io.ReadCloser, error)
+}
+
+// Inputs are the configuration the checks need.
+type Inputs struct {
+	Endpoints    []string
+	MaxLag       uint64
+	LockEnabled  bool
+	LockGroup    string
+	LockSlots    int
+	GuardEnabled bool
+	MetricsURL   string
+	LocalUnit    string
+	StagingPaths []string
+	Scheduler    string // staging.scheduler, "" = leave alone
+}
+
+// Doctor runs the checks.
+type Doctor struct {
+	In      Inputs
+	Etcd    Etcd
+	Lock    Lock
+	OS      OS
+	Cgroups Cgroups
+	Disks   Disks
+	Metrics Metrics
+	// Timeout bounds each check (default 10s).
+	Timeout time.Duration
+}
+
+// Run runs every check in order; a check that cannot run fails with the
+// reason, and the others still run.
+func (d Doctor) Run(ctx context.Context) Report {
+	var r Report
+	add := func(check string, f func(ctx context.Context) (string, error)) bool {
+		t := d.Timeout
+		if t == 0 {
+			t = 10 * time.Second
+		}
+		cctx, cancel := context.WithTimeout(ctx, t)
+		defer cancel()
+		detail, err := f(cctx)
+		if err != nil {
+			r = append(r, Result{Check: check, Detail: err.Error()})
+			return false
+		}
+		r = append(r, Result{Check: check, OK: true, Detail: detail})
+		return true
+	}
+	etcdChecks := []struct {
+		name string
+		f    func(context.Context) (string, error)
+	}{
+		{"local member", d.localMember},
+		{"leader", d.leader},
+		{"member health", d.health},
+		{"etcd alarms", d.alarms},
+	}
+	if add("etcd", d.reach) {
+		for _, c := range etcdChecks {
+			add(c.name, c.f)
+		}
+	} else {
+		for _, c := range etcdChecks {
+			r = append(r, Result{Check: c.name, Detail: "not checked: etcd is not reachable"})
+		}
+	}
+	add("etcd metrics", d.metrics)
+	add("etcd cgroup", d.cgroup)
+	add("rpm-ostree", d.rpmOstree)
+	add("staging disks", d.disks)
+	add("reboot lock", d.lock)
+	return r
+}
+
+func (d Doctor) reach(ctx context.Context) (string, error) {
+	where, err := d.Etcd.Probe(ctx)
+	if err != nil {
+		return "", fmt.Errorf("not reachable at %s: %w", strings.Join(d.In.Endpoints, ", "), err)
+	}
+	ms, err := d.Etcd.Members(ctx)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("reachable at %s, TLS and auth accepted; %d member(s)", where, len(ms)), nil
+}
+
+func (d Doctor) localMember(ctx context.Context) (string, error) {
+	m, err := d.Etcd.LocalMatch(ctx)
+	if err != nil {
+		return "", err
+	}
+	return m.How, nil
+}
+
+func (d Doctor) leader(ctx context.Context) (string, error) {
+	h, err := d.Etcd.Health(ctx)
+	if err != nil {
+		return "", err
+	}
+	l, ok := h.Leader()
+	if !ok {
+		return "", fmt.Errorf("no leader the reachable members agree on")
+	}
+	return fmt.Sprintf("%s leads (term %d)", l.Name, l.RaftTerm), nil
+}
+
+func (d Doctor) health(ctx context.Context) (string, error) {
+	h, err := d.Etcd.Health(ctx)
+	if err != nil {
+		return "", err
+	}
+	var probs []string
+	var worst uint64
+	voters := 0
+	for _, m := range h.Members {
+		if !m.Learner {
+			voters++
+		}
+		if p := h.Problem(m, d.In.MaxLag); p != "" {
+			probs = append(probs, p)
+		} else if l := h.Lag(m); l > worst {
+			worst = l
+		}
+	}
+	if len(probs) > 0 {
+		return "", fmt.Errorf("%d of %d member(s) unhealthy: %s", len(probs), len(h.Members), strings.Join(probs, "; "))
+	}
+	return fmt.Sprintf("%d member(s) healthy (%d voting), raft lag at most %d (limit %d)", len(h.Members), voters, worst, d.In.MaxLag), nil
+}
+
+func (d Doctor) alarms(ctx context.Context) (string, error) {
+	a, err := d.Etcd.Alarms(ctx)
+	if err != nil {
+		return "", err
+	}
+	if len(a) > 0 {
+		return "", fmt.Errorf("active: %s", strings.Join(a, ", "))
+	}
+	return "none active", nil
+}
+
+func (d Doctor) metrics(ctx context.Context) (string, error) {
+	switch {
+	case !d.In.GuardEnabled:
+		return "guard.enabled = false: not needed", nil
+	case d.In.MetricsURL == "":
+		return `guard.metrics_url = "": the guard paces on kernel signals only`, nil
+	}
+	body, err := d.Metrics.Fetch(ctx, d.In.MetricsURL)
+	if err != nil {
+		return "", fmt.Errorf("guard.metrics_url %s: %w", d.In.MetricsURL, err)
+	}
+	defer body.Close()
+	h, err := guard.ParseHistograms(io.LimitReader(body, 64<<20), guard.MetricWALFsync)
+	if err != nil {
+		return "", fmt.Errorf("guard.metrics_url %s: %w", d.In.MetricsURL, err)
+	}
+	w, ok := h[guard.MetricWALFsync]
+	if !ok {
+		return "", fmt.Errorf("guard.metrics_url %s answers without etcd's %s histogram", d.In.MetricsURL, guard.MetricWALFsync)
+	}
+	return fmt.Sprintf("%s serves %s (%d fsyncs so far)", d.In.MetricsURL, guard.MetricWALFsync, w.Total()), nil
+}
+
+func (d Doctor) cgroup(ctx context.Context) (string, error) {
+	if d.In.LocalUnit == "" {
+		return `etcd.local_unit = "": no etcd unit on this host to watch`, nil
+	}
+	p, err := d.Cgroups.UnitCgroup(ctx, d.In.LocalUnit)
+	if err != nil {
+		return "", fmt.Errorf("etcd.local_unit %s: %w", d.In.LocalUnit, err)
+	}
+	return fmt.Sprintf("etcd.local_unit %s runs in %s", d.In.LocalUnit, p), nil
+}
+
+func (d Doctor) rpmOstree(ctx context.Context) (string, error) {
+	st, err := d.OS.Status(ctx)
+	if err != nil {
+		return "", err
+	}
+	b, ok := st.Booted()
+	if !ok {
+		return "", fmt.Errorf("rpm-ostree status lists no booted deployment")
+	}
+	s := fmt.Sprintf("status readable: booted %s", b.Checksum)
+	if b.Version != "" {
+		s += " (" + b.Version + ")"
+	}
+	if st.UpdateDriver != nil {
+		s += fmt.Sprintf(", update driver %s", st.UpdateDriver.Name)
+	}
+	return s, nil
+}
+
+func (d Doctor) disks(context.Context) (string, error) {
+	if len(d.In.StagingPaths) == 0 {
+		return "staging.paths is empty: no disk scheduler is changed", nil
+	}
+	disks, err := d.Disks.Disks(d.In.StagingPaths)
+	if err != nil {
+		return "", err
+	}
+	var parts []string
+	for _, disk := range disks {
+		cur, offered, err := d.Disks.Scheduler(disk)
+		if err != nil {
+			return "", fmt.Errorf("scheduler of %s: %w", disk, err)
+		}
+		p := fmt.Sprintf("%s: %s", disk, cur)
+		if d.In.Scheduler != "" && d.In.Scheduler != cur && !contains(offered, d.In.Scheduler) {
+			p += fmt.Sprintf(" (%s not offered yet: its module is loaded when staging)", d.In.Scheduler)
+		}
+		parts = append(parts, p)
+	}
+	return fmt.Sprintf("%s on %s", strings.Join(d.In.StagingPaths, ", "), strings.Join(parts, "; ")), nil
+}
+
+func (d Doctor) lock(ctx context.Context) (string, error) {
+	if !d.In.LockEnabled {
+		return "lock.enabled = false: this node reboots without a slot", nil
+	}
+	gs, err := d.Lock.Status(ctx)
+	if err != nil {
+		return "", err
+	}
+	s := fmt.Sprintf("group %s: 0 of %d slot(s) held, 0 waiting", d.In.LockGroup, d.In.LockSlots)
+	for _, g := range gs {
+		if g.Group != d.In.LockGroup {
+			continue
+		}
+		s = fmt.Sprintf("group %s: %d of %d slot(s) held, %d waiting", g.Group, len(g.Holders), g.Slots, len(g.Waiters))
+		var hs []string
+		for _, h := range g.Holders {
+			hs = append(hs, h.Node)
+		}
+		if len(hs) > 0 {
+			s += "; holders " + strings.Join(hs, ", ")
+		}
+	}
+	return s, nil
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,181 @@
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/update-agent/update-agent/agent/etcdmember"
+	"github.com/update-agent/update-agent/agent/lock"
+	"github.com/update-agent/update-agent/agent/rpmostree"
+)
+
+type fakeEtcd struct {
+	probeErr error
+	match    etcdmember.Match
+	matchErr error
+	health   etcdmember.Health
+	alarms   []string
+}
+
+func (f fakeEtcd) Probe(context.Context) (string, error) { return "https://10.0.0.11:2379", f.probeErr }
+func (f fakeEtcd) Members(context.Context) ([]etcdmember.Member, error) {
+	var ms []etcdmember.Member
+	for _, m := range f.health.Members {
+		ms = append(ms, m.Member)
+	}
+	return ms, nil
+}
+func (f fakeEtcd) LocalMatch(context.Context) (etcdmember.Match, error) { return f.match, f.matchErr }
+func (f fakeEtcd) Health(context.Context) (etcdmember.Health, error)   { return f.health, nil }
+func (f fakeEtcd) Alarms(context.Context) ([]string, error)            { return f.alarms, nil }
+
+type fakeLock []lock.GroupStatus
+
+func (f fakeLock) Status(context.Context) ([]lock.GroupStatus, error) { return f, nil }
+
+type fakeOS struct{ err error }
+
+func (f fakeOS) Status(context.Context) (*rpmostree.Status, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &rpmostree.Status{Deployments: []rpmostree.Deployment{{Checksum: "abc123", Version: "41.1", Booted: true}}}, nil
+}
+
+type fakeCgroups struct{ err error }
+
+func (f fakeCgroups) UnitCgroup(_ context.Context, unit string) (string, error) {
+	return "/sys/fs/cgroup/system.slice/" + unit, f.err
+}
+
+type fakeDisks struct{ sched string }
+
+func (fakeDisks) Disks([]string) ([]string, error) { return []string{"vda"}, nil }
+func (f fakeDisks) Scheduler(string) (string, []string, error) {
+	return f.sched, []string{"mq-deadline", "none"}, nil
+}
+
+type fakeMetrics string
+
+func (f fakeMetrics) Fetch(context.Context, string) (io.ReadCloser, error) {
+	if f == "" {
+		return nil, errors.New("connection refused")
+	}
+	return io.NopCloser(strings.NewReader(string(f))), nil
+}
+
+const walHist = `# TYPE etcd_disk_wal_fsync_duration_seconds histogram
+etcd_disk_wal_fsync_duration_seconds_bucket{le="0.001"} 5
+etcd_disk_wal_fsync_duration_seconds_bucket{le="+Inf"} 7
+etcd_disk_wal_fsync_duration_seconds_sum 0.01
+etcd_disk_wal_fsync_duration_seconds_count 7
+`
+
+func healthy() etcdmember.Health {
+	ms := []etcdmember.MemberHealth{}
+	for i, n := range []string{"cp1", "cp2", "cp3"} {
+		ms = append(ms, etcdmember.MemberHealth{Member: etcdmember.Member{ID: uint64(i + 1), Name: n},
+			Reachable: true, RaftIndex: 100 - uint64(i), RaftTerm: 4, Leader: 2})
+	}
+	return etcdmember.Summarize(ms)
+}
+
+func good() Doctor {
+	return Doctor{
+		In: Inputs{Endpoints: []string{"https://10.0.0.11:2379"}, MaxLag: 1000, LockEnabled: true, LockGroup: "control-plane",
+			LockSlots: 1, GuardEnabled: true, MetricsURL: "http://127.0.0.1:2381/metrics", LocalUnit: "etcd.service",
+			StagingPaths: []string{"/sysroot", "/var/lib/etcd"}, Scheduler: "bfq"},
+		Etcd: fakeEtcd{health: healthy(), match: etcdmember.Match{Found: true,
+			How: "member cp1: peer URL https://10.0.0.11:2380 matches 10.0.0.11 on eth0"}},
+		Lock: fakeLock{{Group: "control-plane", Slots: 1, Holders: []lock.EntryStatus{{Record: lock.Record{Node: "cp2"}}}}},
+		OS:   fakeOS{}, Cgroups: fakeCgroups{}, Disks: fakeDisks{sched: "mq-deadline"}, Metrics: fakeMetrics(walHist),
+	}
+}
+
+func TestReport(t *testing.T) {
+	sick := healthy()
+	sick.Members[2].Reachable, sick.Members[2].Err = false, "connection refused"
+	noLeader := healthy()
+	noLeader.LeaderID = 0
+	for _, tc := range []struct {
+		name   string
+		change func(*Doctor)
+		want   []string // lines (prefixes) expected in the report
+	}{
+		{"all good", func(*Doctor) {}, []string{
+			"ok    etcd           reachable at https://10.0.0.11:2379, TLS and auth accepted; 3 member(s)",
+			"ok    local member   member cp1: peer URL https://10.0.0.11:2380 matches 10.0.0.11 on eth0",
+			"ok    leader         cp2 leads (term 4)",
+			"ok    member health  3 member(s) healthy (3 voting), raft lag at most 2 (limit 1000)",
+			"ok    etcd alarms    none active",
+			"ok    etcd metrics   http://127.0.0.1:2381/metrics serves etcd_disk_wal_fsync_duration_seconds (7 fsyncs so far)",
+			"ok    etcd cgroup    etcd.local_unit etcd.service runs in /sys/fs/cgroup/system.slice/etcd.service",
+			"ok    rpm-ostree     status readable: booted abc123 (41.1)",
+			"ok    staging disks  /sysroot, /var/lib/etcd on vda: mq-deadline (bfq not offered yet: its module is loaded when staging)",
+			"ok    reboot lock    group control-plane: 1 of 1 slot(s) held, 0 waiting; holders cp2",
+		}},
+		{"etcd unreachable skips the member checks", func(d *Doctor) {
+			d.Etcd = fakeEtcd{probeErr: errors.New("context deadline exceeded")}
+		}, []string{
+			"FAIL  etcd           not reachable at https://10.0.0.11:2379: context deadline exceeded",
+			"FAIL  local member   not checked: etcd is not reachable",
+			"FAIL  etcd alarms    not checked: etcd is not reachable",
+			"ok    rpm-ostree",
+		}},
+		{"member host matching no member", func(d *Doctor) {
+			d.Etcd = fakeEtcd{health: healthy(), matchErr: errors.New("etcd.local_unit = etcd.service says this host runs an etcd member, but ...")}
+		}, []string{"FAIL  local member   etcd.local_unit = etcd.service says"}},
+		{"worker", func(d *Doctor) {
+			d.Etcd = fakeEtcd{health: healthy(), match: etcdmember.Match{How: "a worker: no etcd member's ..."}}
+		}, []string{"ok    local member   a worker: no etcd member's ..."}},
+		{"unhealthy member, no leader, alarm", func(d *Doctor) {
+			d.Etcd = fakeEtcd{health: sick, alarms: []string{"cp3: NOSPACE"}}
+		}, []string{
+			"FAIL  member health  1 of 3 member(s) unhealthy: member cp3 unreachable: connection refused",
+			"FAIL  etcd alarms    active: cp3: NOSPACE",
+		}},
+		{"no leader", func(d *Doctor) { d.Etcd = fakeEtcd{health: noLeader} },
+			[]string{"FAIL  leader         no leader"}},
+		{"metrics without etcd's histogram", func(d *Doctor) { d.Metrics = fakeMetrics("# TYPE up gauge\nup 1\n") },
+			[]string{"FAIL  etcd metrics   guard.metrics_url http://127.0.0.1:2381/metrics answers without etcd's etcd_disk_wal_fsync_duration_seconds histogram"}},
+		{"metrics not answering", func(d *Doctor) { d.Metrics = fakeMetrics("") },
+			[]string{"FAIL  etcd metrics   guard.metrics_url http://127.0.0.1:2381/metrics: connection refused"}},
+		{"no metrics url", func(d *Doctor) { d.In.MetricsURL = "" },
+			[]string{`ok    etcd metrics   guard.metrics_url = "": the guard paces on kernel signals only`}},
+		{"unit without cgroup", func(d *Doctor) { d.Cgroups = fakeCgroups{err: errors.New("systemd has no cgroup for it: is it running?")} },
+			[]string{"FAIL  etcd cgroup    etcd.local_unit etcd.service: systemd has no cgroup for it: is it running?"}},
+		{"rpm-ostree fails", func(d *Doctor) { d.OS = fakeOS{err: errors.New("rpm-ostree status --json: exit status 1: error: daemon not running")} },
+			[]string{"FAIL  rpm-ostree     rpm-ostree status --json: exit status 1"}},
+		{"bfq selected", func(d *Doctor) { d.Disks = fakeDisks{sched: "bfq"} },
+			[]string{"ok    staging disks  /sysroot, /var/lib/etcd on vda: bfq"}},
+		{"lock off", func(d *Doctor) { d.In.LockEnabled = false },
+			[]string{"ok    reboot lock    lock.enabled = false"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := good()
+			tc.change(&d)
+			rep := d.Run(context.Background())
+			var b bytes.Buffer
+			if err := rep.Write(&b); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("report lacks %q:\n%s", w, out)
+				}
+			}
+			if len(rep) != 10 {
+				t.Errorf("%d lines, want one per check (10):\n%s", len(rep), out)
+			}
+			wantFail := strings.Contains(strings.Join(tc.want, "\n"), "FAIL")
+			if (rep.Failed() > 0) != wantFail {
+				t.Errorf("Failed() = %d:\n%s", rep.Failed(), out)
+			}
+		})
+	}
+}
