@@ -26,15 +26,24 @@ type EtcdClient struct {
 	// KeyPrefix is lock.key_prefix: the probe reads under it, as the lock
 	// does, so a user without the permission fails here.
 	KeyPrefix string
+	// CallTimeout bounds each endpoint's status call (default 3s).
+	CallTimeout time.Duration
 }
 
 // Probe asks every endpoint for its status, then reads under the lock's
 // prefix (which needs auth accepted when etcd has it on).
 func (e EtcdClient) Probe(ctx context.Context) (string, error) {
+	t := e.CallTimeout
+	if t == 0 {
+		t = 3 * time.Second
+	}
 	var ok, down []string
 	var errs []error
 	for _, ep := range e.Cli.Endpoints() {
-		if _, err := e.Cli.Status(ctx, ep); err != nil {
+		sctx, cancel := context.WithTimeout(ctx, t)
+		_, err := e.Cli.Status(sctx, ep)
+		cancel()
+		if err != nil {
 			down = append(down, ep)
 			errs = append(errs, fmt.Errorf("%s: %w", ep, err))
 			continue
@@ -42,14 +51,14 @@ func (e EtcdClient) Probe(ctx context.Context) (string, error) {
 		ok = append(ok, ep)
 	}
 	if len(ok) == 0 {
-		return "", errors.Join(errs...)
+		return "", fmt.Errorf("no endpoint accepted a status request: %w", joinLine(errs))
 	}
 	if _, err := e.Cli.Get(ctx, strings.TrimRight(e.KeyPrefix, "/")+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
-		return "", fmt.Errorf("reading under %s: %w", e.KeyPrefix, err)
+		return "", fmt.Errorf("%s answer(s), but reading under %s failed (TLS client certificate, user or permissions?): %w", strings.Join(ok, ", "), e.KeyPrefix, err)
 	}
 	where := strings.Join(ok, ", ")
 	if len(down) > 0 {
-		where += fmt.Sprintf(" (not at %s: %v)", strings.Join(down, ", "), errors.Join(errs...))
+		where += fmt.Sprintf(" (not at %s: %v)", strings.Join(down, ", "), joinLine(errs))
 	}
 	return where, nil
 }
@@ -177,3 +186,28 @@ func Rooted(root, p string) string {
 	}
 	return filepath.Join(root, p)
 }
+
+// joinLine joins errors on one line (errors.Join uses newlines).
+func joinLine(errs []error) error {
+	var s []string
+	for _, e := range errs {
+		s = append(s, e.Error())
+	}
+	return errors.New(strings.Join(s, "; "))
+}
+
+// NoEtcd is Etcd when no client could be set up (a bad CA or key file):
+// every check that needs etcd fails with Err.
+type NoEtcd struct{ Err error }
+
+func (n NoEtcd) Probe(context.Context) (string, error) { return "", n.Err }
+func (n NoEtcd) Members(context.Context) ([]etcdmember.Member, error) {
+	return nil, n.Err
+}
+func (n NoEtcd) LocalMatch(context.Context) (etcdmember.Match, error) {
+	return etcdmember.Match{}, n.Err
+}
+func (n NoEtcd) Health(context.Context) (etcdmember.Health, error) {
+	return etcdmember.Health{}, n.Err
+}
+func (n NoEtcd) Alarms(context.Context) ([]string, error) { return nil, n.Err }

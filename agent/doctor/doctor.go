@@ -151,27 +151,33 @@ func (d Doctor) Run(ctx context.Context) Report {
 		{"member health", d.health},
 		{"etcd alarms", d.alarms},
 	}
-	if add("etcd", d.reach) {
-		for _, c := range etcdChecks {
+	notChecked := func(check string) {
+		r = append(r, Result{Check: check, Detail: "not checked: etcd did not answer"})
+	}
+	etcdOK := add("etcd", d.reach)
+	for _, c := range etcdChecks {
+		if etcdOK {
 			add(c.name, c.f)
-		}
-	} else {
-		for _, c := range etcdChecks {
-			r = append(r, Result{Check: c.name, Detail: "not checked: etcd is not reachable"})
+		} else {
+			notChecked(c.name)
 		}
 	}
 	add("etcd metrics", d.metrics)
 	add("etcd cgroup", d.cgroup)
 	add("rpm-ostree", d.rpmOstree)
 	add("staging disks", d.disks)
-	add("reboot lock", d.lock)
+	if etcdOK || !d.In.LockEnabled {
+		add("reboot lock", d.lock)
+	} else {
+		notChecked("reboot lock")
+	}
 	return r
 }
 
 func (d Doctor) reach(ctx context.Context) (string, error) {
 	where, err := d.Etcd.Probe(ctx)
 	if err != nil {
-		return "", fmt.Errorf("not reachable at %s: %w", strings.Join(d.In.Endpoints, ", "), err)
+		return "", err
 	}
 	ms, err := d.Etcd.Members(ctx)
 	if err != nil {
