@@ -30,8 +30,8 @@ func (f fakeEtcd) Members(context.Context) ([]etcdmember.Member, error) {
 	return ms, nil
 }
 func (f fakeEtcd) LocalMatch(context.Context) (etcdmember.Match, error) { return f.match, f.matchErr }
-func (f fakeEtcd) Health(context.Context) (etcdmember.Health, error)   { return f.health, nil }
-func (f fakeEtcd) Alarms(context.Context) ([]string, error)            { return f.alarms, nil }
+func (f fakeEtcd) Health(context.Context) (etcdmember.Health, error)    { return f.health, nil }
+func (f fakeEtcd) Alarms(context.Context) ([]string, error)             { return f.alarms, nil }
 
 type fakeLock []lock.GroupStatus
 
@@ -147,9 +147,13 @@ func TestReport(t *testing.T) {
 			[]string{"FAIL  etcd metrics   guard.metrics_url http://127.0.0.1:2381/metrics: connection refused"}},
 		{"no metrics url", func(d *Doctor) { d.In.MetricsURL = "" },
 			[]string{`ok    etcd metrics   guard.metrics_url = "": the guard paces on kernel signals only`}},
-		{"unit without cgroup", func(d *Doctor) { d.Cgroups = fakeCgroups{err: errors.New("systemd has no cgroup for it: is it running?")} },
+		{"unit without cgroup", func(d *Doctor) {
+			d.Cgroups = fakeCgroups{err: errors.New("systemd has no cgroup for it: is it running?")}
+		},
 			[]string{"FAIL  etcd cgroup    etcd.local_unit etcd.service: systemd has no cgroup for it: is it running?"}},
-		{"rpm-ostree fails", func(d *Doctor) { d.OS = fakeOS{err: errors.New("rpm-ostree status --json: exit status 1: error: daemon not running")} },
+		{"rpm-ostree fails", func(d *Doctor) {
+			d.OS = fakeOS{err: errors.New("rpm-ostree status --json: exit status 1: error: daemon not running")}
+		},
 			[]string{"FAIL  rpm-ostree     rpm-ostree status --json: exit status 1"}},
 		{"bfq selected", func(d *Doctor) { d.Disks = fakeDisks{sched: "bfq"} },
 			[]string{"ok    staging disks  /sysroot, /var/lib/etcd on vda: bfq"}},
