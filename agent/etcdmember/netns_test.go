@@ -2,68 +2,32 @@ package etcdmember_test
 
 import (
 	"fmt"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
 	"github.com/update-agent/update-agent/agent/adapters"
 	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/agent/etcdmember"
+	"github.com/update-agent/update-agent/tests/etcdtest"
+	"github.com/update-agent/update-agent/tests/netns"
 )
-
-// netnsChild marks the re-executed test binary running inside the network
-// namespace: Go moves goroutines between threads, so a whole process in the
-// namespace is the robust way to have every socket and netlink call there.
-const netnsChild = "UA_ETCDMEMBER_NETNS_CHILD"
 
 // TestLocalMemberOnOwnAddress runs the shipped 3-node control-plane example
 // against real members that listen on the hosts' own, non-loopback
-// addresses, inside a network namespace this test makes: 192.0.2.11 is
-// "this host" (on lo), 192.0.2.0/24 is local to the namespace (AnyIP) so
-// the other members can listen on addresses the host does not have.
-// It needs root and iproute2 and fails, never skips, without them.
+// addresses, inside a network namespace (tests/netns): 192.0.2.11 is "this
+// host" (on lo); the other members listen on addresses of 192.0.2.0/24
+// that the host does not have.
 func TestLocalMemberOnOwnAddress(t *testing.T) {
-	if os.Getenv(netnsChild) != "" {
-		localMemberInNetns(t)
+	if !netns.Enter(t, "192.0.2.0/24", "192.0.2.11/32") {
 		return
 	}
-	ns := fmt.Sprintf("ua-member-%d", os.Getpid())
-	ip(t, "netns", "add", ns)
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", ns, err, out)
-		}
-	})
-	ip(t, "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-	ip(t, "netns", "exec", ns, "ip", "addr", "add", "192.0.2.11/32", "dev", "lo")
-	ip(t, "netns", "exec", ns, "ip", "route", "add", "local", "192.0.2.0/24", "dev", "lo")
-
-	args := []string{"netns", "exec", ns, os.Args[0], "-test.run=^TestLocalMemberOnOwnAddress$", "-test.v", "-test.count=1"}
-	if d, ok := t.Deadline(); ok {
-		args = append(args, "-test.timeout="+time.Until(d).Round(time.Second).String())
-	}
-	cmd := exec.Command("ip", args...)
-	cmd.Env = append(os.Environ(), netnsChild+"=1")
-	out, err := cmd.CombinedOutput()
-	t.Logf("in network namespace %s:\n%s", ns, out)
-	if err != nil {
-		t.Fatalf("the test in the network namespace failed: %v", err)
-	}
-}
-
-func ip(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v: %s (this test needs root and iproute2)", strings.Join(args, " "), err, out)
-	}
+	localMemberInNetns(t)
 }
 
 // localMemberInNetns is the test body, inside the namespace.
@@ -74,7 +38,7 @@ func localMemberInNetns(t *testing.T) {
 		t.Fatalf("not in the test's namespace: own addresses %v, %v", own, err)
 	}
 	hosts := []string{"192.0.2.11", "192.0.2.12", "192.0.2.13"}
-	startMembers(t, hosts)
+	etcdtest.StartOnHosts(t, hosts)
 	cfg := shippedExample(t, hosts)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Etcd.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
@@ -114,8 +78,8 @@ func localMemberInNetns(t *testing.T) {
 
 	// This host becomes 192.0.2.14, the peer URL of a member added but
 	// missing (never started): an error, with or without local_unit.
-	ip(t, "addr", "del", "192.0.2.11/32", "dev", "lo")
-	ip(t, "addr", "add", "192.0.2.14/32", "dev", "lo")
+	netns.IP(t, "addr", "del", "192.0.2.11/32", "dev", "lo")
+	netns.IP(t, "addr", "add", "192.0.2.14/32", "dev", "lo")
 	if _, err := cli.MemberAddAsLearner(ctx, []string{"http://192.0.2.14:2380"}); err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +94,8 @@ func localMemberInNetns(t *testing.T) {
 	}
 
 	// A worker (192.0.2.20) is a worker; with local_unit set it is an error.
-	ip(t, "addr", "del", "192.0.2.14/32", "dev", "lo")
-	ip(t, "addr", "add", "192.0.2.20/32", "dev", "lo")
+	netns.IP(t, "addr", "del", "192.0.2.14/32", "dev", "lo")
+	netns.IP(t, "addr", "add", "192.0.2.20/32", "dev", "lo")
 	if m, err := member("").LocalMatch(ctx); err != nil || m.Found || !strings.Contains(m.How, "a worker") {
 		t.Errorf("worker: LocalMatch = %+v, %v", m, err)
 	}
@@ -177,51 +141,4 @@ func shippedExample(t *testing.T, hosts []string) *config.Config {
 		t.Fatalf("the shipped example changed shape: member %q, local_unit %q", cfg.Etcd.Member, cfg.Etcd.LocalUnit)
 	}
 	return cfg
-}
-
-// startMembers runs members cp1.. on hosts, ports 2379 (client) and 2380
-// (peer) as on real hosts, until the test ends.
-func startMembers(t *testing.T, hosts []string) {
-	var initial []string
-	for i, h := range hosts {
-		initial = append(initial, fmt.Sprintf("cp%d=http://%s:2380", i+1, h))
-	}
-	var started []*embed.Etcd
-	t.Cleanup(func() {
-		for _, e := range started {
-			e.Close()
-		}
-	})
-	base := t.TempDir()
-	for i, h := range hosts {
-		cfg := embed.NewConfig()
-		cfg.Name = fmt.Sprintf("cp%d", i+1)
-		cfg.Dir = filepath.Join(base, cfg.Name)
-		cu, _ := url.Parse("http://" + h + ":2379")
-		pu, _ := url.Parse("http://" + h + ":2380")
-		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
-		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
-		cfg.InitialCluster = strings.Join(initial, ",")
-		cfg.InitialClusterToken = "netns"
-		cfg.StrictReconfigCheck = false // members just started count as unhealthy for 5s
-		cfg.TickMs, cfg.ElectionMs = 10, 100
-		cfg.UnsafeNoFsync = true
-		cfg.LogLevel = "error"
-		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-		cfg.ListenMetricsUrls = nil
-		e, err := embed.StartEtcd(cfg)
-		if err != nil {
-			t.Fatalf("starting etcd member %s on %s: %v", cfg.Name, h, err)
-		}
-		started = append(started, e)
-	}
-	for _, e := range started {
-		select {
-		case <-e.Server.ReadyNotify():
-		case err := <-e.Err():
-			t.Fatal(err)
-		case <-time.After(30 * time.Second):
-			t.Fatal("etcd members not ready after 30s")
-		}
-	}
 }

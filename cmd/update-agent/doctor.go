@@ -48,7 +48,7 @@ func runDoctor(env *cmdEnv, args []string) error {
 		d.Etcd = doctor.NoEtcd{Err: err}
 	} else {
 		defer cli.Close()
-		member := etcdmember.New(cli, etcdmember.Options{LocalName: cfg.Etcd.Member, LocalUnit: cfg.Etcd.LocalUnit, Log: log})
+		member := etcdmember.New(cli, memberOptions(cfg, log))
 		d.In.MaxLag = member.MaxLag()
 		d.Etcd = doctor.EtcdClient{Cli: cli, Member: member, KeyPrefix: cfg.Lock.KeyPrefix}
 		d.Lock = doctor.EtcdLock{Cli: cli, Prefix: cfg.Lock.KeyPrefix, Group: cfg.Lock.Group, Slots: cfg.Lock.Slots}

@@ -168,7 +168,7 @@ func (a *agent) wireEtcd() error {
 		return fmt.Errorf("setting up the etcd client: %w", err)
 	}
 	a.etcd = cli
-	member := etcdmember.New(cli, etcdmember.Options{LocalName: c.Etcd.Member, LocalUnit: c.Etcd.LocalUnit, Log: a.log})
+	member := etcdmember.New(cli, memberOptions(c, a.log))
 	a.lock = &adapters.Lock{
 		Node: a.node,
 		OnPosition: func(p lock.Position) {
@@ -204,6 +204,11 @@ func (a *agent) wireEtcd() error {
 		Lock: a.lock,
 	}
 	return nil
+}
+
+// memberOptions is how the daemon and doctor find the local member.
+func memberOptions(c *config.Config, log *slog.Logger) etcdmember.Options {
+	return etcdmember.Options{LocalName: c.Etcd.Member, LocalUnit: c.Etcd.LocalUnit, Log: log}
 }
 
 // close lets go of what outlives the engine: the lock keeps its slot for the
