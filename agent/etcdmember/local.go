@@ -144,9 +144,13 @@ func describe(groups [][]evidence) string {
 func describeHost(h Host) string {
 	var addrs []string
 	for _, a := range h.Addrs {
-		if !a.IP.IsLoopback() {
+		if !a.IP.IsLoopback() && !a.IP.IsLinkLocalUnicast() {
 			addrs = append(addrs, a.String())
 		}
+	}
+	const most = 6 // a node with many CNI interfaces: keep the line readable
+	if len(addrs) > most {
+		addrs = append(addrs[:most], fmt.Sprintf("%d more", len(addrs)-most))
 	}
 	s := "addresses " + strings.Join(addrs, ", ")
 	if len(addrs) == 0 {
