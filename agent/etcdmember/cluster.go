@@ -129,7 +129,7 @@ func (c *Cluster) Local(ctx context.Context) (m Member, found bool, err error) {
 func (c *Cluster) LocalMatch(ctx context.Context) (Match, error) {
 	members, err := c.Members(ctx)
 	if err != nil {
-		return Match{}, err
+		return Match{}, fmt.Errorf("finding the local etcd member: %w", err)
 	}
 	if c.o.LocalName != "" {
 		for _, m := range members {

@@ -180,7 +180,7 @@ func (a *agent) wireEtcd() error {
 		Make: func(ctx context.Context) (*lock.Lock, error) {
 			m, found, err := member.Local(ctx)
 			if err != nil {
-				return nil, fmt.Errorf("finding the local etcd member: %w", err)
+				return nil, err // says it was finding the local member
 			}
 			name := ""
 			if found {
