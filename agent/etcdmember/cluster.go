@@ -31,6 +31,8 @@ type Options struct {
 	// name (nil: os.Hostname). Tests inject them.
 	Addrs    func() ([]HostAddr, error)
 	Hostname func() (string, error)
+	// ProcRoot is where LocalUnit's listeners are read ("/proc").
+	ProcRoot string
 	// MaxLag is how many raft entries a member may trail and still count as
 	// healthy (default 1000).
 	MaxLag uint64
@@ -74,6 +76,9 @@ func New(cli *clientv3.Client, o Options) *Cluster {
 	}
 	if o.Hostname == nil {
 		o.Hostname = os.Hostname
+	}
+	if o.ProcRoot == "" {
+		o.ProcRoot = "/proc"
 	}
 	if o.LocalEndpoints == nil {
 		for _, ep := range cli.Endpoints() {
@@ -157,8 +162,8 @@ func (c *Cluster) LocalMatch(ctx context.Context) (Match, error) {
 	return match, nil
 }
 
-// host gathers what MatchLocal needs: own addresses, host name, and which
-// member serves each local endpoint.
+// host gathers what MatchLocal needs: own addresses, host name, the local
+// unit's listeners, and which member serves each local endpoint.
 func (c *Cluster) host(ctx context.Context) (Host, error) {
 	addrs, err := c.o.Addrs()
 	if err != nil {
@@ -169,6 +174,12 @@ func (c *Cluster) host(ctx context.Context) (Host, error) {
 		return Host{}, fmt.Errorf("finding the local etcd member: host name: %w", err)
 	}
 	h := Host{Addrs: addrs, Hostname: name, LocalUnit: c.o.LocalUnit}
+	if c.o.LocalUnit != "" {
+		// Only more evidence: without it the addresses still decide.
+		if h.Listeners, err = UnitListeners(c.o.ProcRoot, c.o.LocalUnit); err != nil {
+			c.log.Debug("not reading the etcd unit's listeners", "systemd_unit", c.o.LocalUnit, "err", err)
+		}
+	}
 	for _, ep := range c.o.LocalEndpoints {
 		st, err := c.status(ctx, ep)
 		if err != nil {

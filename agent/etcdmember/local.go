@@ -25,6 +25,8 @@ type Host struct {
 	Served []Served
 	// ServeErrs are local client endpoints that did not answer.
 	ServeErrs []error
+	// Listeners are the TCP addresses LocalUnit's processes listen on.
+	Listeners []netip.AddrPort
 }
 
 // Served is a local endpoint and the member ID its Status call named.
@@ -41,18 +43,30 @@ type Match struct {
 	How    string
 }
 
-// evidence is one reason to think member m runs on this host. Weak
-// evidence (loopback, localhost) holds on every host, so it counts only
-// when a single member has it (a one-member cluster).
+// evidence is one reason to think member m runs on this host.
 type evidence struct {
 	m    Member
 	why  string
-	weak bool
+	rank rank
 }
 
+// rank orders evidence. Strong evidence decides, and two members with it
+// are an error. Weaker evidence decides only when a single member has it:
+// loopback URLs hold on every host (so they decide in a one-member
+// cluster), and the local unit listening on a loopback URL's port picks one
+// of several members on one host, but says nothing when every member
+// advertises the same loopback URL.
+type rank int
+
+const (
+	strong rank = iota
+	unitOnLoopback
+	loopback
+)
+
 // MatchLocal finds this host's member among members, by the endpoints the
-// member answered on, then by the host's own addresses and host name in the
-// members' peer and client URLs. A host that looks like a member host
+// member answered on, the host's own addresses and host name in the
+// members' peer and client URLs, and the local unit's listeners. A host that looks like a member host
 // (local_unit set, or an own address in a peer URL) and matches no started
 // member is an error, never a worker: a worker skips every quorum check.
 func MatchLocal(members []Member, h Host) (Match, error) {
@@ -66,29 +80,33 @@ func MatchLocal(members []Member, h Host) (Match, error) {
 	}
 	for _, m := range members {
 		for _, u := range m.PeerURLs {
-			if why, weak, ok := urlMatches(u, h); ok {
-				ev = append(ev, evidence{m: m, why: "peer URL " + why, weak: weak})
+			if why, r, ok := urlMatches(u, h); ok {
+				ev = append(ev, evidence{m: m, why: "peer URL " + why, rank: r})
+			}
+			if why, r, ok := listenerMatches(u, h); ok {
+				ev = append(ev, evidence{m: m, why: "peer URL " + why, rank: r})
 			}
 		}
 		for _, u := range m.ClientURLs {
-			if why, weak, ok := urlMatches(u, h); ok {
-				ev = append(ev, evidence{m: m, why: "client URL " + why, weak: weak})
+			if why, r, ok := urlMatches(u, h); ok {
+				ev = append(ev, evidence{m: m, why: "client URL " + why, rank: r})
+			}
+			if why, r, ok := listenerMatches(u, h); ok {
+				ev = append(ev, evidence{m: m, why: "client URL " + why, rank: r})
 			}
 		}
 	}
-	strong, weak := byMember(ev, false), byMember(ev, true)
-	switch {
-	case len(strong) > 1:
-		return Match{}, fmt.Errorf("this host matches several etcd members: %s; set etcd.member to the local one", describe(strong))
-	case len(strong) == 1:
-		return found(strong[0])
-	case len(weak) == 1:
-		return found(weak[0])
+	if s := byMember(ev, strong); len(s) > 1 {
+		return Match{}, fmt.Errorf("this host matches several etcd members: %s; set etcd.member to the local one", describe(s))
 	}
-	// Loopback URLs of several members say nothing about this host.
 	seen := describeHost(h)
-	if len(weak) > 1 {
-		seen += "; " + describe(weak) + " are on loopback everywhere"
+	for r := strong; r <= loopback; r++ {
+		switch g := byMember(ev, r); {
+		case len(g) == 1:
+			return found(g[0])
+		case len(g) > 1:
+			seen += "; " + describe(g) + " are on loopback everywhere"
+		}
 	}
 	switch {
 	case len(h.ServeErrs) > 0:
@@ -110,12 +128,12 @@ func found(es []evidence) (Match, error) {
 	return Match{Member: m, Found: true, How: fmt.Sprintf("member %s: %s", m.Name, es[0].why)}, nil
 }
 
-// byMember groups the evidence of one strength by member, in member order.
-func byMember(ev []evidence, weak bool) [][]evidence {
+// byMember groups the evidence of rank r by member, in member order.
+func byMember(ev []evidence, r rank) [][]evidence {
 	var out [][]evidence
 	idx := map[uint64]int{}
 	for _, e := range ev {
-		if e.weak != weak {
+		if e.rank != r {
 			continue
 		}
 		i, ok := idx[e.m.ID]
@@ -163,32 +181,65 @@ func describeHost(h Host) string {
 }
 
 // urlMatches says whether raw names this host: an own address, or the
-// host name (full or short). Loopback and "localhost" are weak.
-func urlMatches(raw string, h Host) (why string, weak, ok bool) {
+// host name (full or short). Loopback and "localhost" rank lowest.
+func urlMatches(raw string, h Host) (why string, r rank, ok bool) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Hostname() == "" {
-		return "", false, false
+		return "", 0, false
 	}
 	host := u.Hostname()
 	if ip, err := netip.ParseAddr(host); err == nil {
 		ip = ip.Unmap().WithZone("")
 		if ip.IsUnspecified() {
-			return "", false, false
+			return "", 0, false
 		}
 		for _, a := range h.Addrs {
 			if a.IP.Unmap().WithZone("") == ip {
-				return fmt.Sprintf("%s matches %s", raw, a), ip.IsLoopback(), true
+				r = strong
+				if ip.IsLoopback() {
+					r = loopback
+				}
+				return fmt.Sprintf("%s matches %s", raw, a), r, true
 			}
 		}
-		return "", false, false
+		return "", 0, false
 	}
 	if strings.EqualFold(host, "localhost") {
-		return raw + " is localhost", true, true
+		return raw + " is localhost", loopback, true
 	}
 	if sameHost(host, h.Hostname) {
-		return fmt.Sprintf("%s names host %s", raw, h.Hostname), false, true
+		return fmt.Sprintf("%s names host %s", raw, h.Hostname), strong, true
 	}
-	return "", false, false
+	return "", 0, false
+}
+
+// listenerMatches says whether LocalUnit listens on raw's address and
+// port: exactly, or on the port of a wildcard address when raw's address is
+// the host's own.
+func listenerMatches(raw string, h Host) (string, rank, bool) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", 0, false
+	}
+	ap, err := netip.ParseAddrPort(u.Host)
+	if err != nil {
+		return "", 0, false
+	}
+	ip := ap.Addr().Unmap().WithZone("")
+	own := false
+	for _, a := range h.Addrs {
+		own = own || a.IP.Unmap().WithZone("") == ip
+	}
+	for _, l := range h.Listeners {
+		if l.Port() == ap.Port() && (l.Addr().Unmap() == ip || (l.Addr().IsUnspecified() && own)) {
+			r := strong
+			if ip.IsLoopback() {
+				r = unitOnLoopback
+			}
+			return fmt.Sprintf("%s: %s listens on %s", raw, h.LocalUnit, l), r, true
+		}
+	}
+	return "", 0, false
 }
 
 // sameHost compares host names, a short name equal to the other's first
