@@ -110,6 +110,8 @@ func TestExamples(t *testing.T) {
 	for _, set := range sets {
 		t.Run(set, func(t *testing.T) {
 			files := map[string]string{usrDir + "00-defaults.toml": string(defaults)}
+			pems := newTestPEM(t)
+			var private []string
 			frags, _ := filepath.Glob(filepath.Join(examplesDir, set, "*.toml"))
 			for _, f := range frags {
 				data, err := os.ReadFile(f)
@@ -117,11 +119,17 @@ func TestExamples(t *testing.T) {
 					t.Fatal(err)
 				}
 				files[etcDir+filepath.Base(f)] = string(data)
-				for _, p := range referencedFiles(t, data) {
-					files[p] = "test content for " + p
+				for key, p := range referencedFiles(t, data) {
+					files[p] = pems.content(key)
+					if strings.HasSuffix(key, "password_file") {
+						private = append(private, p)
+					}
 				}
 			}
 			root := writeTree(t, files)
+			for _, p := range private {
+				chmod(t, root, p, 0o600)
+			}
 			c, s, err := Load(root)
 			if err != nil {
 				t.Fatalf("example %s: %v", set, err)
@@ -140,18 +148,18 @@ func TestExamples(t *testing.T) {
 	}
 }
 
-// referencedFiles returns the etcd.*_file paths a fragment names.
-func referencedFiles(t *testing.T, data []byte) []string {
+// referencedFiles returns the etcd.*_file paths a fragment names, by key.
+func referencedFiles(t *testing.T, data []byte) map[string]string {
 	var raw struct {
 		Etcd map[string]any `toml:"etcd"`
 	}
 	if _, err := toml.Decode(string(data), &raw); err != nil {
 		t.Fatal(err)
 	}
-	var out []string
+	out := map[string]string{}
 	for k, v := range raw.Etcd {
 		if p, ok := v.(string); ok && strings.HasSuffix(k, "_file") && p != "" {
-			out = append(out, p)
+			out[k] = p
 		}
 	}
 	return out

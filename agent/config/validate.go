@@ -117,10 +117,10 @@ func (k *checker) absPath(key, p string) {
 }
 
 // readable checks that a file exists under root and can be opened.
-func (k *checker) readable(key, p string) {
+func (k *checker) readable(key, p string) bool {
 	if !filepath.IsAbs(p) {
 		k.absPath(key, p)
-		return
+		return false
 	}
 	f, err := os.Open(filepath.Join(k.root, p))
 	if err != nil {
@@ -129,12 +129,14 @@ func (k *checker) readable(key, p string) {
 			err = pe.Err
 		}
 		k.fail(key, "cannot read %q: %v", p, err)
-		return
+		return false
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err == nil && st.IsDir() {
 		k.fail(key, "%q is a directory, not a file", p)
+		return false
 	}
+	return true
 }
 
 func (c *Config) check(root string) ([]error, []string) {
@@ -160,6 +162,10 @@ func (k *checker) agent(a *Agent) {
 	k.absPath("agent.state_dir", a.StateDir)
 	if a.NodeName != "auto" && !nameRe.MatchString(a.NodeName) {
 		k.fail("agent.node_name", "must be \"auto\" or match %s, got %q", nameRe, a.NodeName)
+	} else if a.NodeName == "auto" {
+		if _, err := autoNodeName(); err != nil {
+			k.fail("agent.node_name", "%v", err)
+		}
 	}
 	k.absPath("agent.rpm_ostree", a.RPMOstree)
 }
@@ -264,51 +270,6 @@ func (k *checker) lock(l *Lock) {
 		k.fail("lock.reboot_lease_ttl", "must be >= %s (etcd raises shorter lease TTLs to its minimum), got %q", Duration(MinRebootLeaseTTL), l.RebootLeaseTTL.String())
 	case ttl%time.Second != 0:
 		k.fail("lock.reboot_lease_ttl", "must be whole seconds (etcd lease TTLs are), got %q", l.RebootLeaseTTL.String())
-	}
-}
-
-func (k *checker) etcd(e *Etcd) {
-	if len(e.Endpoints) == 0 && k.c.Lock.Enabled {
-		k.failRel("etcd.endpoints", []string{"lock.enabled"}, "at least one endpoint is needed while lock.enabled is true")
-	}
-	schemes := map[string]bool{}
-	for i, ep := range e.Endpoints {
-		if err := checkURL(ep, true); err != nil {
-			k.fail(fmt.Sprintf("etcd.endpoints[%d]", i), "%v", err)
-			continue
-		}
-		u, _ := url.Parse(ep)
-		schemes[u.Scheme] = true
-	}
-	if schemes["http"] && schemes["https"] {
-		k.fail("etcd.endpoints", "mixes http and https endpoints; the client uses one TLS setting for all")
-	}
-	for _, f := range []struct{ key, path string }{
-		{"etcd.ca_file", e.CAFile}, {"etcd.cert_file", e.CertFile}, {"etcd.key_file", e.KeyFile},
-	} {
-		if f.path == "" {
-			continue
-		}
-		k.readable(f.key, f.path)
-		if len(schemes) > 0 && !schemes["https"] {
-			k.failRel(f.key, []string{"etcd.endpoints"}, "set, but no endpoint uses https")
-		}
-	}
-	if (e.CertFile == "") != (e.KeyFile == "") {
-		k.failRel("etcd.key_file", []string{"etcd.cert_file"}, "etcd.cert_file and etcd.key_file must be set together")
-	}
-	if (e.Username == "") != (e.PasswordFile == "") {
-		k.failRel("etcd.password_file", []string{"etcd.username"}, "etcd.username and etcd.password_file must be set together")
-	}
-	if e.PasswordFile != "" {
-		k.readable("etcd.password_file", e.PasswordFile)
-	}
-	k.positive("etcd.dial_timeout", e.DialTimeout)
-	if strings.TrimSpace(e.Member) == "" {
-		k.fail("etcd.member", "must be \"auto\" or the local member's name, got \"\"")
-	}
-	if e.LocalUnit != "" && !unitRe.MatchString(e.LocalUnit) {
-		k.fail("etcd.local_unit", "must be \"\" or a service unit name like \"etcd.service\", got %q", e.LocalUnit)
 	}
 }
 

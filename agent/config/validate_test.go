@@ -180,10 +180,11 @@ func TestValidateWithoutSources(t *testing.T) {
 }
 
 func TestTLSFilesResolvedUnderRoot(t *testing.T) {
+	pems := newTestPEM(t)
 	root := writeTree(t, map[string]string{
-		"/etc/pki/etcd/ca.crt":     "ca",
-		"/etc/pki/etcd/client.crt": "cert",
-		"/etc/pki/etcd/client.key": "key",
+		"/etc/pki/etcd/ca.crt":     pems.cert,
+		"/etc/pki/etcd/client.crt": pems.cert,
+		"/etc/pki/etcd/client.key": pems.key,
 		etcDir + "50-tls.toml": "[etcd]\nendpoints = [\"https://10.0.0.1:2379\"]\nca_file = \"/etc/pki/etcd/ca.crt\"\n" +
 			"cert_file = \"/etc/pki/etcd/client.crt\"\nkey_file = \"/etc/pki/etcd/client.key\"\n",
 	})

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -29,6 +30,18 @@ type Options struct {
 	DialTimeout  time.Duration
 }
 
+// ConfigError is a problem with the options themselves (a file, a
+// combination), not with reaching etcd: retrying will not help, so callers
+// report it as a configuration error.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+func configErr(format string, args ...any) error {
+	return &ConfigError{fmt.Errorf(format, args...)}
+}
+
 // DefaultDialTimeout applies when Options.DialTimeout is zero.
 const DefaultDialTimeout = 5 * time.Second
 
@@ -42,7 +55,7 @@ func (o Options) WithEndpoints(endpoints ...string) Options {
 // Config turns o into a clientv3.Config.
 func (o Options) Config() (clientv3.Config, error) {
 	if len(o.Endpoints) == 0 {
-		return clientv3.Config{}, errors.New("no etcd endpoints configured")
+		return clientv3.Config{}, &ConfigError{errors.New("no etcd endpoints configured")}
 	}
 	cfg := clientv3.Config{
 		Endpoints:   o.Endpoints,
@@ -60,18 +73,53 @@ func (o Options) Config() (clientv3.Config, error) {
 	}
 	cfg.TLS = tlsCfg
 	if o.Username != "" {
-		if o.PasswordFile == "" {
-			return clientv3.Config{}, fmt.Errorf("etcd username %q given without a password file", o.Username)
-		}
-		pw, err := os.ReadFile(o.PasswordFile)
+		pw, err := o.password(tlsCfg != nil)
 		if err != nil {
-			return clientv3.Config{}, fmt.Errorf("reading etcd password file: %w", err)
+			return clientv3.Config{}, err
 		}
 		cfg.Username = o.Username
-		cfg.Password = strings.TrimRight(string(pw), "\r\n")
+		cfg.Password = pw
 	}
 	return cfg, nil
 }
+
+// password reads the password file, refusing what would give the password
+// away: plain http, or a file that group or others may open.
+func (o Options) password(withTLS bool) (string, error) {
+	if o.PasswordFile == "" {
+		return "", configErr("etcd username %q given without a password file", o.Username)
+	}
+	for _, ep := range o.Endpoints {
+		if !withTLS || strings.HasPrefix(ep, "http://") {
+			return "", configErr("etcd password file %s: a password is never sent over plain http (endpoint %s)", o.PasswordFile, ep)
+		}
+	}
+	f, err := os.Open(o.PasswordFile)
+	if err != nil {
+		return "", configErr("reading etcd password file: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", configErr("reading etcd password file: %w", err)
+	}
+	if m := st.Mode().Perm(); m&0o077 != 0 {
+		return "", configErr("etcd password file %s is open to group or others (mode %04o): make it 0600 or 0400", o.PasswordFile, m)
+	}
+	// A password is a line; the cap keeps a wrong path (a log, a device)
+	// from being read whole.
+	pw, err := io.ReadAll(io.LimitReader(f, maxPasswordSize+1))
+	if err != nil {
+		return "", configErr("reading etcd password file: %w", err)
+	}
+	if len(pw) > maxPasswordSize {
+		return "", configErr("etcd password file %s: longer than %d bytes, not a password", o.PasswordFile, maxPasswordSize)
+	}
+	return strings.TrimRight(string(pw), "\r\n"), nil
+}
+
+// maxPasswordSize bounds the password file's read.
+const maxPasswordSize = 4096
 
 func (o Options) tlsConfig() (*tls.Config, error) {
 	if o.CAFile == "" && o.CertFile == "" && o.KeyFile == "" {
@@ -87,21 +135,21 @@ func (o Options) tlsConfig() (*tls.Config, error) {
 	if o.CAFile != "" {
 		pem, err := os.ReadFile(o.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("reading etcd CA file: %w", err)
+			return nil, configErr("reading etcd CA file: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("etcd CA file %s: no PEM certificate in it", o.CAFile)
+			return nil, configErr("etcd CA file %s: no PEM certificate in it", o.CAFile)
 		}
 		cfg.RootCAs = pool
 	}
 	if (o.CertFile == "") != (o.KeyFile == "") {
-		return nil, fmt.Errorf("etcd client certificate and key must be given together (cert %q, key %q)", o.CertFile, o.KeyFile)
+		return nil, configErr("etcd client certificate and key must be given together (cert %q, key %q)", o.CertFile, o.KeyFile)
 	}
 	if o.CertFile != "" {
 		cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("loading etcd client certificate %s / %s: %w", o.CertFile, o.KeyFile, err)
+			return nil, configErr("loading etcd client certificate %s / %s: %w", o.CertFile, o.KeyFile, err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}

@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/update-agent/update-agent/agent/etcdclient"
+	"github.com/update-agent/update-agent/tests/etcdtest"
 )
 
 const etcConfD = "etc/update-agent/config.d"
@@ -115,5 +120,68 @@ func TestCheckConfigOutputLoadsBack(t *testing.T) {
 	}
 	if strip(out) != strip(out2) {
 		t.Errorf("differs:\n%s\n---\n%s", out, out2)
+	}
+}
+
+// TestStartupFileErrors: TLS and password files that only fail when the etcd
+// client is built are reported by check-config with file and key, and the
+// daemon exits 78 on them (systemd does not restart into them).
+func TestStartupFileErrors(t *testing.T) {
+	pki := etcdtest.NewPKI(t)
+	frag := "[etcd]\nendpoints = [\"https://10.0.0.1:2379\"]\nca_file = \"/etc/etcd/ca.pem\"\n" +
+		"cert_file = \"/etc/etcd/client.pem\"\nkey_file = \"/etc/etcd/client-key.pem\"\n" +
+		"username = \"ua\"\npassword_file = \"/etc/etcd/password\"\n"
+	root := configRoot(t, map[string]string{"50-etcd.toml": frag})
+	os.MkdirAll(filepath.Join(root, "etc/etcd"), 0o755)
+	cert, _ := os.ReadFile(pki.ClientCertFile)
+	otherKey, _ := os.ReadFile(pki.OtherKey)
+	for name, f := range map[string]struct {
+		content []byte
+		mode    os.FileMode
+	}{
+		"ca.pem":         {[]byte("not a certificate\n"), 0o644},
+		"client.pem":     {cert, 0o644},
+		"client-key.pem": {otherKey, 0o600}, // not the certificate's key
+		"password":       {[]byte("pw\n"), 0o644},
+	} {
+		p := filepath.Join(root, "etc/etcd", name)
+		if err := os.WriteFile(p, f.content, f.mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, f.mode)
+	}
+	file := filepath.Join(root, etcConfD, "50-etcd.toml")
+	code, _, errs := runIn("check-config", "--root", root)
+	if code != exitBadConfig {
+		t.Errorf("check-config: exit %d, want %d\n%s", code, exitBadConfig, errs)
+	}
+	for _, want := range []string{
+		file + `: etcd.ca_file: no PEM certificate in "/etc/etcd/ca.pem"`,
+		file + `: etcd.key_file: "/etc/etcd/client-key.pem" and etcd.cert_file "/etc/etcd/client.pem" are not a matching PEM key pair`,
+		file + `: etcd.password_file: "/etc/etcd/password" is open to group or others (mode 0644)`,
+	} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("check-config stderr lacks %q:\n%s", want, errs)
+		}
+	}
+	if code, _, errs := runIn("daemon", "--root", root); code != exitBadConfig {
+		t.Errorf("daemon: exit %d, want %d\n%s", code, exitBadConfig, errs)
+	}
+
+	plain := configRoot(t, map[string]string{"50-etcd.toml": "[etcd]\nendpoints = [\"http://10.0.0.1:2379\"]\nusername = \"ua\"\npassword_file = \"/etc/etcd/password\"\n"})
+	os.MkdirAll(filepath.Join(plain, "etc/etcd"), 0o755)
+	os.WriteFile(filepath.Join(plain, "etc/etcd/password"), []byte("pw\n"), 0o600)
+	code, _, errs = runIn("check-config", "--root", plain)
+	if want := filepath.Join(plain, etcConfD, "50-etcd.toml") + ": etcd.password_file: a password is never sent over plain http"; code != exitBadConfig || !strings.Contains(errs, want) {
+		t.Errorf("password over http: exit %d, want %d and %q\n%s", code, exitBadConfig, want, errs)
+	}
+}
+
+// TestEtcdClientConfigErrorExits78: a file that turns bad between the
+// configuration check and the client's construction still exits 78.
+func TestEtcdClientConfigErrorExits78(t *testing.T) {
+	_, err := etcdclient.Options{Endpoints: []string{"https://x:2379"}, CAFile: filepath.Join(t.TempDir(), "gone.pem")}.Config()
+	if code := exitCode(fmt.Errorf("setting up the etcd client: %w", err), io.Discard); code != exitBadConfig {
+		t.Errorf("exit %d for %v, want %d", code, err, exitBadConfig)
 	}
 }

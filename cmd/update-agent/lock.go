@@ -155,6 +155,12 @@ func runLockRelease(env *cmdEnv, args []string) error {
 		return usageError{"lock release: expected exactly one node name"}
 	}
 	node := fs.Arg(0)
+	if !config.ValidName(node) {
+		return usageError{fmt.Sprintf("lock release: node name %q is not a valid name (letters, digits, '.', '-')", node)}
+	}
+	if *group != "" && !config.ValidName(*group) {
+		return usageError{fmt.Sprintf("lock release: --group %q is not a valid name (letters, digits, '.', '-')", *group)}
+	}
 	cfg, _, err := loadConfig(*root)
 	if err != nil {
 		return err

@@ -119,6 +119,12 @@ reboot_lease_ttl = "60s"
 		{[]string{"lock"}, exitUsage},
 		{[]string{"lock", "steal"}, exitUsage},
 		{[]string{"lock", "release", "--root", root}, exitUsage},
+		{[]string{"lock", "release", "--root", root, "a", "b"}, exitUsage},
+		{[]string{"lock", "release", "--root", root, "node/a"}, exitUsage},
+		{[]string{"lock", "release", "--root", root, ""}, exitUsage},
+		{[]string{"lock", "release", "--root", root, "node a"}, exitUsage},
+		{[]string{"lock", "release", "--root", root, "--group", "x/y", "node-a"}, exitUsage},
+		{[]string{"lock", "release", "--root", root, "--bogus", "node-a"}, exitUsage},
 		{[]string{"lock", "status", "--root", root, "extra"}, exitUsage},
 		{[]string{"lock", "status", "--root", configRoot(t, map[string]string{"50.toml": "[lock]\nslots = 0\n"})}, exitBadConfig},
 	} {

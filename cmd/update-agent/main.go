@@ -10,6 +10,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/update-agent/update-agent/agent/etcdclient"
 )
 
 // Exit codes: distinct so that systemd and scripts can tell them apart.
@@ -73,10 +75,13 @@ func exitCode(err error, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "update-agent: %v\n", err)
 	var ue usageError
 	var ce configError
+	var ece *etcdclient.ConfigError
 	switch {
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.As(err, &ce):
+	case errors.As(err, &ce), errors.As(err, &ece):
+		// A TLS or password file found bad only when the client is built
+		// is still a configuration error: systemd must not restart into it.
 		return exitBadConfig
 	default:
 		return exitFailure

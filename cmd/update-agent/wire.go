@@ -68,14 +68,11 @@ func rooted(root, p string) string {
 // after the agent, and every port retries on its own.
 func wire(cfg *config.Config, root string, log *slog.Logger, status func(string), beat func()) (*agent, error) {
 	a := &agent{cfg: cfg, root: root, log: log, stateDir: rooted(root, cfg.Agent.StateDir), status: status}
-	a.node = cfg.Agent.NodeName
-	if a.node == "" || a.node == "auto" {
-		h, err := os.Hostname()
-		if err != nil {
-			return nil, fmt.Errorf("finding the node name (agent.node_name = auto): %w", err)
-		}
-		a.node = h
+	node, err := cfg.Agent.Node()
+	if err != nil {
+		return nil, configError{err}
 	}
+	a.node = node
 	a.log = log.With("node", a.node, "group", cfg.Lock.Group)
 	a.metrics = metrics.New(version)
 

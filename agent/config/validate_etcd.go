@@ -1,0 +1,94 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+func (k *checker) etcd(e *Etcd) {
+	if len(e.Endpoints) == 0 && k.c.Lock.Enabled {
+		k.failRel("etcd.endpoints", []string{"lock.enabled"}, "at least one endpoint is needed while lock.enabled is true")
+	}
+	schemes := map[string]bool{}
+	for i, ep := range e.Endpoints {
+		if err := checkURL(ep, true); err != nil {
+			k.fail(fmt.Sprintf("etcd.endpoints[%d]", i), "%v", err)
+			continue
+		}
+		u, _ := url.Parse(ep)
+		schemes[u.Scheme] = true
+	}
+	if schemes["http"] && schemes["https"] {
+		k.fail("etcd.endpoints", "mixes http and https endpoints; the client uses one TLS setting for all")
+	}
+	ok := map[string]bool{}
+	for _, f := range []struct{ key, path string }{
+		{"etcd.ca_file", e.CAFile}, {"etcd.cert_file", e.CertFile}, {"etcd.key_file", e.KeyFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		ok[f.key] = k.readable(f.key, f.path)
+		if len(schemes) > 0 && !schemes["https"] {
+			k.failRel(f.key, []string{"etcd.endpoints"}, "set, but no endpoint uses https")
+		}
+	}
+	if (e.CertFile == "") != (e.KeyFile == "") {
+		k.failRel("etcd.key_file", []string{"etcd.cert_file"}, "etcd.cert_file and etcd.key_file must be set together")
+	}
+	k.tlsFiles(e, ok)
+	if (e.Username == "") != (e.PasswordFile == "") {
+		k.failRel("etcd.password_file", []string{"etcd.username"}, "etcd.username and etcd.password_file must be set together")
+	}
+	if e.PasswordFile != "" {
+		k.passwordFile(e.PasswordFile)
+		if schemes["http"] {
+			k.failRel("etcd.password_file", []string{"etcd.endpoints"}, "a password is never sent over plain http: use https:// endpoints")
+		}
+	}
+	k.positive("etcd.dial_timeout", e.DialTimeout)
+	if strings.TrimSpace(e.Member) == "" {
+		k.fail("etcd.member", "must be \"auto\" or the local member's name, got \"\"")
+	}
+	if e.LocalUnit != "" && !unitRe.MatchString(e.LocalUnit) {
+		k.fail("etcd.local_unit", "must be \"\" or a service unit name like \"etcd.service\", got %q", e.LocalUnit)
+	}
+}
+
+// tlsFiles parses the TLS files that could be read, so that a CA file with
+// no certificate or a key that does not match its certificate is reported
+// here, with its key, rather than when the daemon starts.
+func (k *checker) tlsFiles(e *Etcd, readable map[string]bool) {
+	if readable["etcd.ca_file"] {
+		pem, err := os.ReadFile(filepath.Join(k.root, e.CAFile))
+		if err == nil && !x509.NewCertPool().AppendCertsFromPEM(pem) {
+			k.fail("etcd.ca_file", "no PEM certificate in %q", e.CAFile)
+		}
+	}
+	if readable["etcd.cert_file"] && readable["etcd.key_file"] {
+		if _, err := tls.LoadX509KeyPair(filepath.Join(k.root, e.CertFile), filepath.Join(k.root, e.KeyFile)); err != nil {
+			k.failRel("etcd.key_file", []string{"etcd.cert_file"}, "%q and etcd.cert_file %q are not a matching PEM key pair: %v", e.KeyFile, e.CertFile, err)
+		}
+	}
+}
+
+// passwordFile refuses a password file that group or others may open, as
+// ssh refuses such a private key: the password would not be secret.
+func (k *checker) passwordFile(p string) {
+	if !k.readable("etcd.password_file", p) {
+		return
+	}
+	st, err := os.Stat(filepath.Join(k.root, p))
+	if err != nil {
+		k.fail("etcd.password_file", "cannot stat %q: %v", p, err)
+		return
+	}
+	if m := st.Mode().Perm(); m&0o077 != 0 {
+		k.fail("etcd.password_file", "%q is open to group or others (mode %04o): make it 0600 or 0400", p, m)
+	}
+}
