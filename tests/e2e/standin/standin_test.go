@@ -104,16 +104,7 @@ func journalHas(t *testing.T, g *guest.Guest, unit, msg string) bool {
 	return false
 }
 
-// skipUnlessAsked: a guest of its own costs minutes of CI; TestFullCycle in
-// tests/e2e already takes the stand-in through finalize + reboot.
-func skipUnlessAsked(t *testing.T) {
-	if os.Getenv("UA_E2E_STANDIN") != "1" {
-		t.Skip("set UA_E2E_STANDIN=1 to boot a guest for the stand-in's own e2e tests")
-	}
-}
-
 func TestLockedDeploymentSurvivesRealReboot(t *testing.T) {
-	skipUnlessAsked(t)
 	g := guest.Shared(t)
 	install(t, g)
 	ctx := context.Background()
@@ -157,7 +148,6 @@ func TestLockedDeploymentSurvivesRealReboot(t *testing.T) {
 // The update-driver check finds units from cgroups and asks systemd whether
 // the driver is active, as upstream does over D-Bus.
 func TestUpdateDriverUnderSystemd(t *testing.T) {
-	skipUnlessAsked(t)
 	g := guest.Shared(t)
 	if _, _, code, _ := g.Run(context.Background(), "systemctl is-active rpm-ostreed.service"); code != 0 {
 		install(t, g)
