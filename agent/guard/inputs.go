@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -98,6 +99,39 @@ func (in *Inputs) Read(ctx context.Context) (Reading, error) {
 	return r, errors.Join(errs...)
 }
 
+// MaxMetricsBody bounds the read of /metrics: etcd's is ~180 KB; a URL
+// pointing elsewhere (or a broken server) must not fill the agent's memory.
+const MaxMetricsBody = 8 << 20
+
+// capReader reads at most left bytes, then fails: the parser stops there
+// and over tells the cap from a parse error.
+type capReader struct {
+	r    io.Reader
+	left int64
+	over bool
+}
+
+var errCapped = errors.New("read limit reached")
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		// One byte past the cap tells "exactly at the cap" from "more".
+		var b [1]byte
+		n, err := c.r.Read(b[:])
+		if n > 0 {
+			c.over = true
+			return 0, errCapped
+		}
+		return 0, err
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
+}
+
 func (in *Inputs) fetch(ctx context.Context) (map[string]Histogram, error) {
 	c := in.HTTP
 	if c == nil {
@@ -115,7 +149,11 @@ func (in *Inputs) fetch(ctx context.Context) (map[string]Histogram, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("reading etcd metrics %s: %s", in.MetricsURL, resp.Status)
 	}
-	h, err := ParseHistograms(resp.Body, MetricWALFsync, MetricBackendCommit)
+	body := &capReader{r: resp.Body, left: MaxMetricsBody}
+	h, err := ParseHistograms(body, MetricWALFsync, MetricBackendCommit)
+	if body.over {
+		return nil, fmt.Errorf("reading etcd metrics %s: body larger than %d bytes, not etcd's /metrics", in.MetricsURL, MaxMetricsBody)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading etcd metrics %s: %w", in.MetricsURL, err)
 	}

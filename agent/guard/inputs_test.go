@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -243,5 +244,52 @@ func TestMetricsEverySpacesScrapes(t *testing.T) {
 	}
 	if scrapes != 2 || fmt.Sprint(got) != "[10 10 10 10 20 20]" {
 		t.Errorf("%d scrapes, WAL totals %v; want 2 scrapes, [10 10 10 10 20 20]", scrapes, got)
+	}
+}
+
+// TestMetricsBodyBounded: a /metrics body past MaxMetricsBody is refused
+// with a clear error rather than read whole; one at the cap is parsed.
+func TestMetricsBodyBounded(t *testing.T) {
+	valid := etcdMetrics([]uint64{10, 0, 0, 0, 0, 0, 0, 0}, []uint64{10})
+	pad := func(n int) string {
+		// Comment lines: valid exposition format, ignored by the parser.
+		line := "# " + strings.Repeat("x", 1021) + "\n"
+		return strings.Repeat(line, n/len(line)) + strings.Repeat("\n", n%len(line))
+	}
+	for _, tt := range []struct {
+		name string
+		body string
+		want string
+	}{
+		{"at the cap", valid + pad(MaxMetricsBody-len(valid)), ""},
+		{"one byte over", valid + pad(MaxMetricsBody-len(valid)+1), fmt.Sprintf("body larger than %d bytes", MaxMetricsBody)},
+		{"endless", "", fmt.Sprintf("body larger than %d bytes", MaxMetricsBody)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				if tt.body != "" {
+					io.WriteString(w, tt.body)
+					return
+				}
+				line := []byte("# " + strings.Repeat("y", 4093) + "\n")
+				for {
+					if _, err := w.Write(line); err != nil {
+						return // the client hung up
+					}
+				}
+			}))
+			defer srv.Close()
+			in := &Inputs{MetricsURL: srv.URL, HTTP: &http.Client{Timeout: 30 * time.Second}}
+			r, err := in.Read(context.Background())
+			if tt.want == "" {
+				if err != nil || r.Hists[MetricWALFsync].Total() != 10 {
+					t.Fatalf("err %v, WAL total %d; want the histogram", err, r.Hists[MetricWALFsync].Total())
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err %v; want %q", err, tt.want)
+			}
+		})
 	}
 }
