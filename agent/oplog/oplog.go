@@ -32,6 +32,9 @@ type Runner struct {
 	// (rpm-ostree's 77, "no update"): they are logged at info level but
 	// still returned as *Error so the caller decides what they mean.
 	Expected []int
+	// MaxStdout bounds the stdout kept (0: DefaultMaxStdout); past it the
+	// command fails with ErrStdoutTooLong. Stderr keeps its head and tail.
+	MaxStdout int
 }
 
 // Result is what a finished command produced.
@@ -45,8 +48,10 @@ type Result struct {
 
 // Error is returned for a command that could not start or exited non-zero.
 type Error struct {
-	Argv     []string
-	ExitCode int // -1 when the command did not start or was killed by a signal
+	Argv []string
+	// -1 when the command did not start, was killed by a signal or its
+	// stdout was cut (ErrStdoutTooLong)
+	ExitCode int
 	Stderr   string
 	Err      error
 }
@@ -111,18 +116,25 @@ func (r Runner) RunInput(ctx context.Context, desc string, in []byte, argv ...st
 	if in != nil {
 		cmd.Stdin = bytes.NewReader(in)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdout, stderr := &capped{max: r.MaxStdout}, newHeadTail()
+	if stdout.max <= 0 {
+		stdout.max = DefaultMaxStdout
+	}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	log.Info("starting operation")
 	start := time.Now()
 	err := cmd.Run()
 	res.Duration = time.Since(start)
-	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+	res.Stdout, res.Stderr = stdout.buf.Bytes(), []byte(stderr.String())
 	if cmd.ProcessState != nil {
 		res.ExitCode = cmd.ProcessState.ExitCode()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			res.ExitCode = -1
 		}
+	}
+	if err == nil && stdout.over > 0 {
+		err = fmt.Errorf("%w: %d bytes past the first %d", ErrStdoutTooLong, stdout.over, stdout.max)
+		res.ExitCode = -1
 	}
 	if err != nil {
 		e := &Error{Argv: argv, ExitCode: res.ExitCode, Stderr: stderr.String(), Err: err}

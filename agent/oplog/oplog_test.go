@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +79,55 @@ func TestExpectedExitLoggedAtInfo(t *testing.T) {
 	r.Run(context.Background(), "check", "sh", "-c", "exit 1")
 	if !strings.Contains(buf.String(), "level=WARN") {
 		t.Errorf("unexpected exit code not logged as a warning:\n%s", buf.String())
+	}
+}
+
+// TestOutputBounded: stdout past MaxStdout fails the command with
+// ErrStdoutTooLong (a cut document must not be parsed) while the command
+// still runs to its end; a long stderr keeps its head and tail only.
+func TestOutputBounded(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	r := Runner{Log: quiet, MaxStdout: 1000}
+	res, err := r.Run(context.Background(), "at the cap", "sh", "-c", "head -c 1000 /dev/zero")
+	if err != nil || len(res.Stdout) != 1000 {
+		t.Fatalf("at the cap: %d bytes, %v", len(res.Stdout), err)
+	}
+	done := filepath.Join(t.TempDir(), "done")
+	res, err = r.Run(context.Background(), "past the cap", "sh", "-c", "head -c 5000 /dev/zero && touch "+done)
+	if !errors.Is(err, ErrStdoutTooLong) || ExitCode(err) != -1 || len(res.Stdout) != 1000 ||
+		!strings.Contains(err.Error(), "stdout too long: 4000 bytes past the first 1000") {
+		t.Fatalf("past the cap: %d bytes kept, exit %d, %v", len(res.Stdout), ExitCode(err), err)
+	}
+	if _, err := os.Stat(done); err != nil {
+		t.Errorf("the command did not run to its end: %v", err)
+	}
+
+	// 1 MiB of stderr: the first and last lines survive, the middle not.
+	script := `echo FIRST >&2; i=0; while [ $i -lt 16384 ]; do echo "middle line $i of the noise, padded to 64 bytes......" >&2; i=$((i+1)); done; echo LAST >&2; exit 4`
+	_, err = Runner{Log: quiet}.Run(context.Background(), "noisy", "sh", "-c", script)
+	var e *Error
+	if !errors.As(err, &e) || e.ExitCode != 4 {
+		t.Fatalf("noisy: %v", err)
+	}
+	if len(e.Stderr) > stderrHead+stderrTail+100 {
+		t.Errorf("stderr kept %d bytes, want at most %d", len(e.Stderr), stderrHead+stderrTail+100)
+	}
+	for _, want := range []string{"FIRST\n", "\nLAST", "bytes left out ...]", "middle line 16383 "} {
+		if !strings.Contains(e.Stderr, want) {
+			t.Errorf("stderr lacks %q", want)
+		}
+	}
+	if strings.Contains(e.Stderr, "middle line 8000 ") {
+		t.Error("stderr kept the middle")
+	}
+}
+
+func TestHeadTailShort(t *testing.T) {
+	h := newHeadTail()
+	for _, s := range []string{"a", "b\n", "c"} {
+		h.Write([]byte(s))
+	}
+	if h.String() != "ab\nc" {
+		t.Errorf("%q", h.String())
 	}
 }

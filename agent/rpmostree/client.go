@@ -56,10 +56,16 @@ func (c *Client) run(ctx context.Context, desc string, args ...string) (oplog.Re
 	return res, classify(err)
 }
 
+// MaxStatusJSON bounds the read of `status --json` (~10-100 KB on a real
+// host): past it Status fails rather than hold or parse a runaway output.
+const MaxStatusJSON = 16 << 20
+
 // Status runs `rpm-ostree status --json`.
 func (c *Client) Status(ctx context.Context) (*Status, error) {
-	res, err := c.run(ctx, "reading rpm-ostree status", "status", "--json")
-	if err != nil {
+	r := c.runner()
+	r.MaxStdout = MaxStatusJSON
+	res, err := r.Run(ctx, "reading rpm-ostree status", c.path(), "status", "--json")
+	if err = classify(err); err != nil {
 		return nil, fmt.Errorf("reading rpm-ostree status: %w", err)
 	}
 	return ParseStatus(res.Stdout)

@@ -1,7 +1,11 @@
 package rpmostree
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -239,5 +243,20 @@ func TestStagedChanged(t *testing.T) {
 		if got := StagedChanged(c.before, c.after); got != c.want {
 			t.Errorf("%s: got %v", c.name, got)
 		}
+	}
+}
+
+// TestStatusReadBounded: a status --json past MaxStatusJSON is an error
+// saying so, not a document read whole or parsed cut.
+func TestStatusReadBounded(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "rpm-ostree")
+	script := fmt.Sprintf("#!/bin/sh\nprintf '{\"deployments\": [], \"pad\": \"'\nhead -c %d /dev/zero | tr '\\000' x\nprintf '\"}'\n", MaxStatusJSON)
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &Client{Path: bin, Runner: oplog.Runner{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	_, err := c.Status(context.Background())
+	if !errors.Is(err, oplog.ErrStdoutTooLong) || !strings.Contains(err.Error(), "reading rpm-ostree status") {
+		t.Fatalf("err = %v; want ErrStdoutTooLong", err)
 	}
 }
