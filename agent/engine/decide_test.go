@@ -377,23 +377,38 @@ func TestDecide(t *testing.T) {
 
 // Never a finalize without a held, locked, staged target: every event, from
 // every phase, in every world.
+// TestDecideNeverFinalizesBlind: of every phase x OS state x event, only a
+// held slot with our locked deployment staged finalizes, and that safe path
+// does finalize (a core that never finalized would pass the first half).
 func TestDecideNeverFinalizesBlind(t *testing.T) {
+	safe := Prechecked{Safe: true}
 	events := []Event{Started{}, Ticked{}, Recovered{}, Checked{Target: &tgt}, StageDone{}, CleanedUp{},
 		OrderQueried{}, SlotHeld{LeaseID: 1}, Adopted{Lease: LeaseHolding}, Adopted{Lease: LeaseGone},
-		HooksDone{}, Prechecked{Safe: true}, Prechecked{Safe: true, SlotLost: true}, LeaderMoved{}, FinalizeDone{}, VerifyDone{Healthy: true}, Released{}}
+		HooksDone{}, safe, Prechecked{Safe: true, SlotLost: true}, LeaderMoved{}, FinalizeDone{}, VerifyDone{Healthy: true}, Released{}}
+	finalizes := 0
 	for _, p := range state.Phases {
 		for _, os := range []OSStatus{booted, staged, foreign, rebootd} {
 			for _, ev := range events {
 				st := rec(p)
 				next, act := Decide(st, ev, Obs{BootID: "b1", OS: os, Recovered: true}, testPolicy(), t0)
+				if p == state.HoldingSlot && os.Staged == staged.Staged && ev == Event(safe) {
+					if act.Kind != ActFinalize || next.Phase != state.Finalizing {
+						t.Errorf("safe path: %s + %T (%+v) with our deployment staged: %s (%s), phase %s; want finalize",
+							p, ev, ev, act.Kind, act.Reason, next.Phase)
+					}
+				}
 				if act.Kind != ActFinalize {
 					continue
 				}
+				finalizes++
 				if st.Phase != state.HoldingSlot || !next.Queued || next.Locked != tgt.Checksum || os.Staged == nil || os.Staged.Checksum != tgt.Checksum {
 					t.Errorf("%s + %T (%+v): finalize from %+v", p, ev, os, st)
 				}
 			}
 		}
+	}
+	if finalizes == 0 {
+		t.Error("no combination finalizes")
 	}
 }
 
