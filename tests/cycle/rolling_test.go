@@ -208,8 +208,8 @@ func (h *holders) watch(ctx context.Context, r *rollout) {
 					continue
 				}
 				acting = append(acting, n.name)
-				if !slices.ContainsFunc(g.Holders, func(e lock.EntryStatus) bool { return e.Node == n.name }) {
-					h.add(fmt.Sprintf("%s is %s without holding the slot in etcd (holders %v)", n.name, before[i].Phase, g.Holders))
+				if !slices.Contains(holderNames(g), n.name) {
+					h.add(fmt.Sprintf("%s is %s without holding the slot in etcd (holders %v)", n.name, before[i].Phase, holderNames(g)))
 				}
 			}
 			h.mu.Lock()
@@ -304,7 +304,7 @@ func rollingUpdate(t *testing.T, crash bool) {
 			// The daemon ran its reboot command: finalize-deployment
 			// was called. The slot must be held by this node alone.
 			if g := r.lockStatus(); len(g.Holders) != 1 || g.Holders[0].Node != n.name {
-				t.Errorf("%s finalized without holding the slot: holders %+v", n.name, g.Holders)
+				t.Errorf("%s finalized without holding the slot: holders %v", n.name, holderNames(g))
 			}
 			if c.LeaderIndex() == n.i {
 				t.Errorf("%s finalized while its member is the etcd leader", n.name)
@@ -391,4 +391,12 @@ func (r *rollout) victim(rng *rand.Rand) *node {
 		}
 	}
 	return r.nodes[rng.IntN(len(r.nodes))]
+}
+
+func holderNames(g lock.GroupStatus) []string {
+	var out []string
+	for _, e := range g.Holders {
+		out = append(out, e.Node)
+	}
+	return out
 }
