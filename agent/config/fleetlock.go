@@ -34,13 +34,15 @@ func (k *checker) fleetLock(f *FleetLock) {
 			k.failRel("etcd.endpoints", []string{"fleetlock.listen"}, "at least one endpoint is needed while fleetlock.listen is set")
 		}
 	}
+	ok := map[string]bool{}
 	for _, fl := range []struct{ key, path string }{
 		{"fleetlock.cert_file", f.CertFile}, {"fleetlock.key_file", f.KeyFile}, {"fleetlock.client_ca_file", f.ClientCAFile},
 	} {
 		if fl.path != "" {
-			k.readable(fl.key, fl.path)
+			ok[fl.key] = k.readable(fl.key, fl.path)
 		}
 	}
+	k.pemFiles(ok, tlsKey{"fleetlock.client_ca_file", f.ClientCAFile}, tlsKey{"fleetlock.cert_file", f.CertFile}, tlsKey{"fleetlock.key_file", f.KeyFile})
 	if (f.CertFile == "") != (f.KeyFile == "") {
 		k.failRel("fleetlock.key_file", []string{"fleetlock.cert_file"}, "fleetlock.cert_file and fleetlock.key_file must be set together")
 	}

@@ -18,6 +18,8 @@ func TestFleetLockRules(t *testing.T) {
 		{"[fleetlock]\nclient_ca_file = \"/etc/present.pem\"", "fleetlock.client_ca_file", `client certificates need TLS`},
 		{"[fleetlock]\nlisten = \":8443\"\n[lock]\nenabled = false\n[etcd]\nendpoints = []", "etcd.endpoints", `at least one endpoint is needed while fleetlock.listen is set`},
 		{"[fleetlock]\nport = 8443", "fleetlock.port", `unknown key`},
+		{"[fleetlock]\ncert_file = \"/etc/present.pem\"\nkey_file = \"/etc/present.pem\"", "fleetlock.key_file", `"/etc/present.pem" and fleetlock.cert_file "/etc/present.pem" are not a matching PEM key pair`},
+		{"[fleetlock]\ncert_file = \"/etc/present.pem\"\nkey_file = \"/etc/present.pem\"\nclient_ca_file = \"/etc/present.pem\"", "fleetlock.client_ca_file", `no PEM certificate in "/etc/present.pem"`},
 	} {
 		t.Run(tt.key+"/"+strings.ReplaceAll(tt.frag, "\n", " "), func(t *testing.T) {
 			root := writeTree(t, map[string]string{
@@ -35,10 +37,11 @@ func TestFleetLockRules(t *testing.T) {
 }
 
 func TestFleetLockValid(t *testing.T) {
+	pems := newTestPEM(t)
 	root := writeTree(t, map[string]string{
 		etcDir + "50-x.toml": "[fleetlock]\nlisten = \":8443\"\ncert_file = \"/etc/c.pem\"\nkey_file = \"/etc/k.pem\"\n" +
 			"client_ca_file = \"/etc/ca.pem\"\nmax_hold = \"90m\"\n",
-		"/etc/c.pem": "x", "/etc/k.pem": "x", "/etc/ca.pem": "x",
+		"/etc/c.pem": pems.cert, "/etc/k.pem": pems.key, "/etc/ca.pem": pems.cert,
 		usrDir + "00-defaults.toml": "",
 	})
 	c, _, err := Load(root)

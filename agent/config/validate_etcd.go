@@ -60,19 +60,28 @@ func (k *checker) etcd(e *Etcd) {
 	}
 }
 
-// tlsFiles parses the TLS files that could be read, so that a CA file with
-// no certificate or a key that does not match its certificate is reported
-// here, with its key, rather than when the daemon starts.
+// tlsFiles parses the etcd TLS files that could be read.
 func (k *checker) tlsFiles(e *Etcd, readable map[string]bool) {
-	if readable["etcd.ca_file"] {
-		pem, err := os.ReadFile(filepath.Join(k.root, e.CAFile))
+	k.pemFiles(readable, tlsKey{"etcd.ca_file", e.CAFile}, tlsKey{"etcd.cert_file", e.CertFile}, tlsKey{"etcd.key_file", e.KeyFile})
+}
+
+// tlsKey is a TLS file's configuration key and path.
+type tlsKey struct{ key, path string }
+
+// pemFiles parses TLS files that could be read (readable by key), so that
+// a CA file with no certificate or a key that does not match its
+// certificate is reported here, with its key, rather than when the daemon
+// starts.
+func (k *checker) pemFiles(readable map[string]bool, ca, cert, key tlsKey) {
+	if readable[ca.key] {
+		pem, err := os.ReadFile(filepath.Join(k.root, ca.path))
 		if err == nil && !x509.NewCertPool().AppendCertsFromPEM(pem) {
-			k.fail("etcd.ca_file", "no PEM certificate in %q", e.CAFile)
+			k.fail(ca.key, "no PEM certificate in %q", ca.path)
 		}
 	}
-	if readable["etcd.cert_file"] && readable["etcd.key_file"] {
-		if _, err := tls.LoadX509KeyPair(filepath.Join(k.root, e.CertFile), filepath.Join(k.root, e.KeyFile)); err != nil {
-			k.failRel("etcd.key_file", []string{"etcd.cert_file"}, "%q and etcd.cert_file %q are not a matching PEM key pair: %v", e.KeyFile, e.CertFile, err)
+	if readable[cert.key] && readable[key.key] {
+		if _, err := tls.LoadX509KeyPair(filepath.Join(k.root, cert.path), filepath.Join(k.root, key.path)); err != nil {
+			k.failRel(key.key, []string{cert.key}, "%q and %s %q are not a matching PEM key pair: %v", key.path, cert.key, cert.path, err)
 		}
 	}
 }
