@@ -77,21 +77,39 @@ paths = []
 		}
 	}
 
-	// Auth on: without credentials the etcd line fails on the read; with
-	// the right user it passes.
-	ac := etcdtest.Start(t, etcdtest.Options{Members: 1, AuthRootPassword: "s3cret"})
+	// Auth on (over TLS: a password never goes over plain http): without a
+	// user the etcd line fails on the read; with the right user it passes.
+	pki := etcdtest.NewPKI(t)
+	ac := etcdtest.Start(t, etcdtest.Options{Members: 1, TLS: pki.Server(), AuthRootPassword: "s3cret"})
 	ep := ac.Members[0].ClientURL
-	noAuth := configRoot(t, map[string]string{"50-test.toml": conf(bin.RpmOstree, ep)})
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	tlsFiles := map[string]string{"50-test.toml": conf(bin.RpmOstree, ep), "55-tls.toml": `
+[etcd]
+ca_file = "/etc/etcd-ca.pem"
+cert_file = "/etc/etcd-client.pem"
+key_file = "/etc/etcd-client-key.pem"
+`, "../../etcd-ca.pem": read(pki.CAFile), "../../etcd-client.pem": read(pki.ClientCertFile), "../../etcd-client-key.pem": read(pki.ClientKey)}
+	noAuth := configRoot(t, tlsFiles)
 	code, out, _ = runIn("doctor", "--root", noAuth)
-	if want := "FAIL  etcd           no endpoint accepted a status request: " + ep + ": etcdserver: user name is empty"; code != exitFailure || !strings.Contains(out, want) {
+	// The client certificate's name is no etcd user with rights: the read
+	// is denied.
+	if want := "FAIL  etcd           " + ep + " answer(s), but reading under /update-agent/lock failed (TLS client certificate, user or permissions?): etcdserver: permission denied"; code != exitFailure || !strings.Contains(out, want) {
 		t.Errorf("auth on, no user: exit %d, output lacks %q:\n%s", code, want, out)
 	}
-	withAuth := configRoot(t, map[string]string{"50-test.toml": conf(bin.RpmOstree, ep), "60-auth.toml": `
+	tlsFiles["60-auth.toml"] = `
 [etcd]
 username = "root"
 password_file = "/etc/etcd-password"
-`, "../../etcd-password": "s3cret\n"})
-	// A password file readable only by root, as the agent may insist on.
+`
+	tlsFiles["../../etcd-password"] = "s3cret\n"
+	withAuth := configRoot(t, tlsFiles)
+	// A password file readable only by root, as the agent insists on.
 	if err := os.Chmod(filepath.Join(withAuth, "etc/etcd-password"), 0o600); err != nil {
 		t.Fatal(err)
 	}
