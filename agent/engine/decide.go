@@ -140,9 +140,7 @@ func (d *decider) decide(ev Event) Action {
 	// the staged update locked.
 	case HooksDone:
 		if ev.Err != nil {
-			act := d.fail("hooks", ev.Err)
-			d.st.Phase = state.Releasing
-			return d.release().withFailure(act)
+			return d.failedHoldingSlot("hooks", ev.Err)
 		}
 		return Action{Kind: ActPrecheck, Reason: "last checks before finalizing"}
 

@@ -267,10 +267,28 @@ func TestDecide(t *testing.T) {
 		{name: "hooks done: precheck", st: rec(state.HoldingSlot), ev: HooksDone{}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActPrecheck},
 		{name: "hook failed: release, keep staged locked", st: rec(state.HoldingSlot), ev: HooksDone{Err: errBoom}, os: staged, wantPhase: state.Releasing, wantAct: ActRelease,
 			check: func(t *testing.T, s state.State, a Action) {
-				if s.Locked != tgt.Checksum || a.Withdraw || a.Failed != "hooks" {
-					t.Errorf("locked %q, action %+v", s.Locked, a)
+				if s.Locked != tgt.Checksum || !a.Withdraw || a.Failed != "hooks" {
+					t.Errorf("locked %q, action %+v; want the announcement withdrawn during the backoff", s.Locked, a)
 				}
 			}},
+		{name: "third hook failure: set aside, withdraw, unlock the record", st: rec(state.HoldingSlot, failed(2, false)), ev: HooksDone{Err: errBoom}, os: staged,
+			wantPhase: state.Releasing, wantAct: ActRelease,
+			check: func(t *testing.T, s state.State, a Action) {
+				if f := s.Failures[tgt.Checksum]; f.Count != 3 || !f.SetAside || s.Locked != "" || !a.Withdraw {
+					t.Errorf("failure %+v, locked %q, action %+v", f, s.Locked, a)
+				}
+			}},
+		{name: "released after set aside: discard the staged deployment", st: rec(state.Releasing, failed(3, true)), ev: Released{}, os: staged,
+			wantPhase: state.Idle, wantAct: ActCleanup},
+		{name: "staged target set aside: discard it, never retry it", st: rec(state.Staged, failed(3, true)), ev: Ticked{}, os: staged,
+			wantPhase: state.Idle, wantAct: ActCleanup, wantWhy: "set aside after 3 failures",
+			check: func(t *testing.T, s state.State, a Action) {
+				if s.Locked != "" {
+					t.Errorf("locked %q", s.Locked)
+				}
+			}},
+		{name: "set aside and discarded: reported, not staged again", st: rec(state.Idle, failed(3, true)), ev: CleanedUp{}, os: booted,
+			wantPhase: state.Idle, wantAct: ActCheck},
 		{name: "released after failed hook: staged again, in backoff", st: rec(state.Releasing, func(s *state.State) { s.Locked = tgt.Checksum }, failed(1, false)),
 			ev: Released{}, os: staged, wantPhase: state.Staged, wantAct: ActWait},
 
@@ -304,8 +322,22 @@ func TestDecide(t *testing.T) {
 			}},
 		{name: "inhibited: keep it locked, release, retry later", st: rec(state.Finalizing), ev: FinalizeDone{Err: ErrInhibited}, os: staged, wantPhase: state.Releasing, wantAct: ActRelease,
 			check: func(t *testing.T, s state.State, a Action) {
-				if s.Locked != tgt.Checksum {
-					t.Error("locked record dropped")
+				if s.Locked != tgt.Checksum || !a.Withdraw {
+					t.Errorf("locked %q, action %+v", s.Locked, a)
+				}
+			}},
+		{name: "inhibited a third time: set aside", st: rec(state.Finalizing, failed(2, false)), ev: FinalizeDone{Err: ErrInhibited}, os: staged,
+			wantPhase: state.Releasing, wantAct: ActRelease,
+			check: func(t *testing.T, s state.State, a Action) {
+				if f := s.Failures[tgt.Checksum]; !f.SetAside || s.Locked != "" || !a.Withdraw {
+					t.Errorf("failure %+v, locked %q, action %+v", f, s.Locked, a)
+				}
+			}},
+		{name: "wrong boot a third time: set aside, withdraw", st: rec(state.Verifying, failed(2, false)), ev: Adopted{Lease: LeaseHolding}, os: booted,
+			wantPhase: state.Releasing, wantAct: ActRelease,
+			check: func(t *testing.T, s state.State, a Action) {
+				if f := s.Failures[tgt.Checksum]; !f.SetAside || !a.Withdraw {
+					t.Errorf("failure %+v, action %+v", f, a)
 				}
 			}},
 		{name: "cleanup after aborted finalize: release", st: rec(state.Releasing), ev: CleanedUp{}, os: booted, wantPhase: state.Releasing, wantAct: ActRelease},

@@ -247,6 +247,11 @@ func (e *Engine) do(ctx context.Context, st state.State, act Action) Event {
 		})
 		return ev
 	case ActAcquire:
+		// Announce again: a failure after staging withdrew the
+		// announcement for the backoff.
+		if aerr := o.Lock.Announce(ctx, st.Target.Checksum); aerr != nil {
+			e.log.Warn("announcing the pending update (a leader may reboot before this node)", "err", aerr)
+		}
 		start := o.Clock.Now()
 		var id int64
 		err := e.busy(ctx, func() (err error) { id, err = o.Lock.Acquire(ctx, st.Target.Checksum); return err })

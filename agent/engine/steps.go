@@ -99,7 +99,9 @@ func (d *decider) staged() Action {
 		d.st.LastError = "the staged deployment disappeared; staging again"
 		return d.idle()
 	}
-	if f := d.st.Failures[d.st.Target.Checksum]; d.now.Before(f.RetryAt) {
+	if f := d.st.Failures[d.st.Target.Checksum]; f.SetAside {
+		return d.setAsideStaged()
+	} else if d.now.Before(f.RetryAt) {
 		return d.wait(f.RetryAt, fmt.Sprintf("staged; retrying after failure %d (%s)", f.Count, f.LastError))
 	}
 	if !d.pol.Window.Contains(d.now) {
@@ -203,15 +205,46 @@ func (d *decider) finalized(ev FinalizeDone) Action {
 		return d.release()
 	case errors.Is(ev.Err, ErrInhibited):
 		// A refused finalize did not unlock: keep the staged update.
-		act := d.fail("finalize", ev.Err)
-		d.st.Phase = state.Releasing
-		return d.release().withFailure(act)
+		return d.failedHoldingSlot("finalize", ev.Err)
 	}
 	// Already unlocked, another checksum, or unknown: the staged deployment
 	// may be unlocked. Discard it and stage again; the failure count bounds
 	// how often.
 	act := d.fail("finalize", ev.Err)
 	return d.abortFinalize().withFailure(act)
+}
+
+// failedHoldingSlot records a failure of a step taken while holding the slot
+// with the update staged and still locked (a hook, an inhibitor refusing the
+// finalize). The slot goes back and the announcement is withdrawn: a leader
+// letting followers go first must not wait for a node that only retries
+// hours later (it announces again when it queues again). A target that has
+// now failed updates.max_attempts times is set aside like any other.
+func (d *decider) failedHoldingSlot(step string, err error) Action {
+	act := d.fail(step, err)
+	d.st.Phase = state.Releasing
+	if d.st.Failures[d.st.Target.Checksum].SetAside {
+		d.st.Locked = "" // released() then discards the staged deployment
+	}
+	next := d.release()
+	if next.Kind == ActRelease {
+		next.Withdraw = true
+	}
+	return next.withFailure(act)
+}
+
+// setAsideStaged gives up on a staged target that failed too often: the
+// staged deployment is discarded and the node goes back to checking, where
+// the set-aside target is reported until a newer one appears or an operator
+// runs update-now.
+func (d *decider) setAsideStaged() Action {
+	f := d.st.Failures[d.st.Target.Checksum]
+	d.st.Phase, d.st.Locked, d.st.NextCheck = state.Idle, "", d.nextCheck()
+	d.st.LastError = fmt.Sprintf("update %s set aside after %d failures (last: %s)", d.st.Target.Checksum, f.Count, f.LastError)
+	if d.obs.OS.Staged != nil {
+		return Action{Kind: ActCleanup, Reason: d.st.LastError + "; discarding its staged deployment"}
+	}
+	return d.idle()
 }
 
 func (d *decider) abortFinalize() Action {
