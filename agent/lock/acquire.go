@@ -44,17 +44,21 @@ func (l *Lock) Acquire(ctx context.Context, target string, onPosition func(Posit
 	if err != nil {
 		return Position{}, fmt.Errorf("acquiring reboot slot: %w", err)
 	}
-	rec := Record{Node: l.o.Node, BootID: l.o.BootID, Target: target, Member: l.o.Member, QueuedAt: l.o.Now().UTC()}
-	if prev, err := l.cli.Get(ctx, l.holderKey()); err == nil && len(prev.Kvs) == 1 {
-		// Re-entering (after a restart): keep the time we first queued.
-		var old Record
-		if json.Unmarshal(prev.Kvs[0].Value, &old) == nil && !old.QueuedAt.IsZero() {
-			rec.QueuedAt = old.QueuedAt
-		}
-	}
+	rec := Record{Node: l.o.Node, BootID: l.o.BootID, Target: target, Member: l.o.Member, MachineID: l.o.MachineID,
+		QueuedAt: l.o.Now().UTC()}
 	// A Put on an existing key keeps its CreateRevision: re-entering never
-	// loses the place.
-	if err := l.putJSON(ctx, l.holderKey(), rec, s.Lease()); err != nil {
+	// loses the place. A key of this name that another machine wrote is
+	// never taken over.
+	_, err = l.putOwn(ctx, l.holderKey(), s.Lease(), func(prev *mvccpb.KeyValue) any {
+		r := rec
+		var old Record
+		if prev != nil && json.Unmarshal(prev.Value, &old) == nil && !old.QueuedAt.IsZero() {
+			r.QueuedAt = old.QueuedAt // re-entering: keep the time we first queued
+		}
+		rec = r
+		return r
+	})
+	if err != nil {
 		return Position{}, fmt.Errorf("queueing for a reboot slot: %w", err)
 	}
 	var last Position
@@ -199,9 +203,13 @@ func (l *Lock) Adopt(ctx context.Context) (rec Record, pos Position, found bool,
 	if err := json.Unmarshal(mine.Value, &rec); err != nil {
 		return Record{}, Position{}, false, fmt.Errorf("adopting reboot slot: parsing %s: %w", mine.Key, err)
 	}
+	if ok, theirs := l.mine(mine, s.Lease()); !ok {
+		return Record{}, Position{}, false, fmt.Errorf("adopting reboot slot: %w", l.conflict(mine, theirs))
+	}
 	if clientv3.LeaseID(mine.Lease) != s.Lease() {
-		// Our key under a lease we lost track of (state dir wiped): move it
-		// to the current lease; the Put keeps its CreateRevision.
+		// Our key (this machine's) under a lease we lost track of (state
+		// dir wiped): move it to the current lease; the Put keeps its
+		// CreateRevision.
 		l.log.Warn("queue entry was attached to an unknown lease; re-attaching",
 			"old_lease_id", fmt.Sprintf("%x", mine.Lease))
 		resp, err := l.cli.Txn(ctx).
@@ -273,9 +281,9 @@ func (l *Lock) Release(ctx context.Context) error {
 			return fmt.Errorf("releasing reboot slot: %w", err)
 		}
 	}
-	// Not holding (a waiter, or a slot already lost): the unfenced deletes
-	// only touch this node's own keys.
-	if _, err := l.cli.Txn(ctx).Then(clientv3.OpDelete(l.holderKey()), clientv3.OpDelete(l.pendingKey())).Commit(); err != nil {
+	// Not holding (a waiter, or a slot already lost): delete this
+	// machine's keys, never those of another machine of the same name.
+	if err := l.deleteOwn(ctx, l.holderKey(), l.pendingKey()); err != nil {
 		return fmt.Errorf("releasing reboot slot: %w", err)
 	}
 	l.mu.Lock()

@@ -8,16 +8,22 @@
 //
 //	<prefix>/<group>/holders/<node>  the queue: one key per node that wants
 //	                                 or holds a slot. JSON Record: node,
-//	                                 boot_id, target, member, queued_at,
-//	                                 acquired_at (zero while waiting);
-//	                                 kind "fleetlock" for a FleetLock
-//	                                 client, queued as fleetlock:<id>
-//	                                 by package fleetlock on a lease of
-//	                                 its own.
+//	                                 boot_id, target, member, machine_id,
+//	                                 queued_at, acquired_at (zero while
+//	                                 waiting); kind "fleetlock" for a
+//	                                 FleetLock client, queued as
+//	                                 fleetlock:<id> by package fleetlock on
+//	                                 a lease of its own.
 //	<prefix>/<group>/pending/<node>  announcement: this node has an update
 //	                                 staged and will want to reboot. JSON
-//	                                 Announcement: node, member, target,
-//	                                 announced_at.
+//	                                 Announcement: node, member, machine_id,
+//	                                 target, announced_at.
+//
+// Node names default to host names, which two machines can share. Both keys
+// carry the writer's /etc/machine-id, and a key of this node's name written
+// by another machine is never adopted, moved, overwritten or deleted: the
+// second machine gets a NameConflictError naming both IDs (a record without
+// a machine ID, from an older agent, is ours only on our own lease).
 //
 // Both keys of a node are attached to one lease, the node lease, whose TTL is
 // the reboot budget. The agent keeps it alive while it runs; across the

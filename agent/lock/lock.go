@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -26,6 +27,11 @@ type Options struct {
 	Node   string // this node's name
 	BootID string // /proc/sys/kernel/random/boot_id, recorded for operators
 	Member string // this node's etcd member name, "" if it runs none
+	// MachineID tells this host from another one configured with the same
+	// Node name; "" reads MachineIDPath.
+	MachineID string
+	// MachineIDPath is read when MachineID is empty; "" is /etc/machine-id.
+	MachineIDPath string
 	// StateDir keeps the node lease ID across the reboot.
 	StateDir string
 	Log      *slog.Logger
@@ -60,7 +66,27 @@ var (
 	// ErrDequeued: the node's queue entry vanished while waiting (an operator
 	// ran `update-agent lock release`, or the lease expired).
 	ErrDequeued = errors.New("queue entry was removed while waiting")
+	// ErrNodeNameConflict: a key of this node's name belongs to another
+	// machine (see NameConflictError).
+	ErrNodeNameConflict = errors.New("node name used by another machine")
 )
+
+// NameConflictError: two hosts run with one node name. The key is never
+// adopted, moved or overwritten: each would think it holds the slot.
+type NameConflictError struct {
+	Key, Node, Theirs, Ours string
+}
+
+func (e *NameConflictError) Error() string {
+	theirs := e.Theirs
+	if theirs == "" {
+		theirs = "unknown (no machine_id recorded, another lease)"
+	}
+	return fmt.Sprintf("node name %q is in use by another machine: %s belongs to machine %s, this is machine %s; "+
+		"give each host its own agent.node_name", e.Node, e.Key, theirs, e.Ours)
+}
+
+func (e *NameConflictError) Is(target error) bool { return target == ErrNodeNameConflict }
 
 // Lock is one node's handle on its group's semaphore.
 type Lock struct {
@@ -85,6 +111,16 @@ func New(cli *clientv3.Client, o Options) (*Lock, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.MachineID == "" {
+		if o.MachineIDPath == "" {
+			o.MachineIDPath = MachineIDPath
+		}
+		id, err := ReadMachineID(o.MachineIDPath)
+		if err != nil {
+			return nil, err
+		}
+		o.MachineID = id
 	}
 	o.Prefix = strings.TrimRight(o.Prefix, "/")
 	return &Lock{cli: cli, o: o, log: o.Log.With("lock_group", o.Group, "node", o.Node)}, nil
@@ -213,31 +249,22 @@ func (l *Lock) Close() {
 	}
 }
 
-func (l *Lock) putJSON(ctx context.Context, key string, v any, lease clientv3.LeaseID) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	_, err = l.cli.Put(ctx, key, string(b), clientv3.WithLease(lease))
-	return err
-}
-
 // Announce records that this node has target staged and will want a slot.
 func (l *Lock) Announce(ctx context.Context, target string) error {
 	s, err := l.session(ctx)
 	if err != nil {
 		return fmt.Errorf("announcing pending update %s: %w", target, err)
 	}
-	a := Announcement{Node: l.o.Node, Member: l.o.Member, Target: target, AnnouncedAt: l.o.Now().UTC()}
-	if err := l.putJSON(ctx, l.pendingKey(), a, s.Lease()); err != nil {
+	a := Announcement{Node: l.o.Node, Member: l.o.Member, MachineID: l.o.MachineID, Target: target, AnnouncedAt: l.o.Now().UTC()}
+	if _, err := l.putOwn(ctx, l.pendingKey(), s.Lease(), func(*mvccpb.KeyValue) any { return a }); err != nil {
 		return fmt.Errorf("announcing pending update %s: %w", target, err)
 	}
 	return nil
 }
 
-// Withdraw removes this node's announcement.
+// Withdraw removes this node's announcement (never another machine's).
 func (l *Lock) Withdraw(ctx context.Context) error {
-	if _, err := l.cli.Delete(ctx, l.pendingKey()); err != nil {
+	if err := l.deleteOwn(ctx, l.pendingKey()); err != nil {
 		return fmt.Errorf("withdrawing pending update announcement: %w", err)
 	}
 	return nil

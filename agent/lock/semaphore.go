@@ -98,6 +98,7 @@ type Record struct {
 	BootID     string    `json:"boot_id"`
 	Target     string    `json:"target"`
 	Member     string    `json:"member,omitempty"`
+	MachineID  string    `json:"machine_id,omitempty"`
 	QueuedAt   time.Time `json:"queued_at"`
 	AcquiredAt time.Time `json:"acquired_at,omitzero"`
 	// Kind is "" for an agent and KindFleetLock for a FleetLock client
@@ -112,6 +113,7 @@ type Record struct {
 type Announcement struct {
 	Node        string    `json:"node"`
 	Member      string    `json:"member,omitempty"`
+	MachineID   string    `json:"machine_id,omitempty"`
 	Target      string    `json:"target"`
 	AnnouncedAt time.Time `json:"announced_at"`
 }

@@ -187,10 +187,15 @@ func (a *agent) wireEtcd() error {
 			if err != nil {
 				return nil, err
 			}
+			// Like the boot ID: a test tree under --root may bring its own.
+			midPath := rooted(a.root, lock.MachineIDPath)
+			if _, err := os.Stat(midPath); err != nil {
+				midPath = lock.MachineIDPath
+			}
 			return lock.New(cli, lock.Options{
 				Prefix: c.Lock.KeyPrefix, Group: c.Lock.Group, Slots: c.Lock.Slots,
 				TTL: c.Lock.RebootLeaseTTL.D(), Node: a.node, BootID: boot, Member: name,
-				StateDir: a.stateDir, Log: a.log,
+				MachineIDPath: midPath, StateDir: a.stateDir, Log: a.log,
 			})
 		},
 	}
