@@ -2,6 +2,7 @@ package adapters
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -94,6 +95,19 @@ func (a *Lock) Release(ctx context.Context) error {
 		return err
 	}
 	return l.Release(ctx)
+}
+
+// Fence proves the slot is held right before finalizing.
+func (a *Lock) Fence(ctx context.Context) error {
+	l, err := a.Get(ctx)
+	if err != nil {
+		return err
+	}
+	err = l.Fence(ctx)
+	if errors.Is(err, lock.ErrNotHolder) || errors.Is(err, lock.ErrLeaseExpired) {
+		return fmt.Errorf("%w: %w", engine.ErrSlotLost, err)
+	}
+	return err
 }
 
 // Announce records the pending update.

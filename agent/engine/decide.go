@@ -16,7 +16,7 @@ import (
 //
 // The flow, in order: check -> stage gently (locked) -> wait for a window ->
 // take a slot (followers first) -> pre-reboot hooks -> re-check window,
-// leadership and quorum -> finalize (reboot) -> after boot: booted is the
+// leadership and quorum -> fence the slot -> finalize (reboot) -> after boot: booted is the
 // target and the member is healthy -> release.
 func Decide(st state.State, ev Event, obs Obs, pol Policy, now time.Time) (state.State, Action) {
 	d := decider{st: st.Clone(), obs: obs, pol: pol, now: now}
@@ -51,6 +51,7 @@ var validIn = map[string][]state.Phase{
 	HooksDone{}.eventName():    {state.HoldingSlot},
 	Prechecked{}.eventName():   {state.HoldingSlot},
 	LeaderMoved{}.eventName():  {state.HoldingSlot},
+	FenceDone{}.eventName():    {state.HoldingSlot},
 	FinalizeDone{}.eventName(): {state.Finalizing},
 	VerifyDone{}.eventName():   {state.Verifying, state.Releasing},
 	Released{}.eventName():     {state.Releasing},
@@ -152,6 +153,8 @@ func (d *decider) decide(ev Event) Action {
 			return d.retry("moving etcd leadership away", ev.Err)
 		}
 		return Action{Kind: ActPrecheck, Reason: "leadership moved; checking again"}
+	case FenceDone:
+		return d.fenced(ev)
 	case FinalizeDone:
 		return d.finalized(ev)
 

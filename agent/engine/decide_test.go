@@ -293,12 +293,23 @@ func TestDecide(t *testing.T) {
 			ev: Released{}, os: staged, wantPhase: state.Staged, wantAct: ActWait},
 
 		// 5. Last checks and finalize.
-		{name: "all clear: finalize", st: rec(state.HoldingSlot), ev: Prechecked{Safe: true}, os: staged, wantPhase: state.Finalizing, wantAct: ActFinalize},
+		{name: "all clear: fence the slot", st: rec(state.HoldingSlot), ev: Prechecked{Safe: true}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActFence},
+		{name: "slot proven held: finalize", st: rec(state.HoldingSlot), ev: FenceDone{}, os: staged, wantPhase: state.Finalizing, wantAct: ActFinalize},
+		{name: "fence found the slot lost: no finalize, queue again", st: rec(state.HoldingSlot), ev: FenceDone{Err: fmt.Errorf("x: %w", ErrSlotLost)}, os: staged,
+			wantPhase: state.Staged, wantAct: ActQueryOrder,
+			check: func(t *testing.T, s state.State, a Action) {
+				if s.Queued || !strings.Contains(s.LastError, "lost") {
+					t.Errorf("queued %v, error %q", s.Queued, s.LastError)
+				}
+			}},
+		{name: "fence could not tell (etcd unreachable): no finalize, retry", st: rec(state.HoldingSlot), ev: FenceDone{Err: errBoom}, os: staged,
+			wantPhase: state.HoldingSlot, wantAct: ActWait, wantWhy: "boom"},
+		{name: "after a failed fence: the last checks again", st: rec(state.HoldingSlot), ev: Ticked{}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActPrecheck},
 		{name: "window closed meanwhile: release, stay staged", st: rec(state.HoldingSlot), ev: Prechecked{Safe: true}, os: staged,
 			pol: func(p *Policy) { p.Window = hours{5, 6} }, wantPhase: state.Releasing, wantAct: ActRelease},
 		{name: "leader: move leadership first", st: rec(state.HoldingSlot), ev: Prechecked{Leader: true, Safe: true}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActMoveLeader},
-		{name: "leader, moving disabled: finalize", st: rec(state.HoldingSlot), ev: Prechecked{Leader: true, Safe: true}, os: staged,
-			pol: func(p *Policy) { p.MoveLeader = false }, wantPhase: state.Finalizing, wantAct: ActFinalize},
+		{name: "leader, moving disabled: fence, then finalize", st: rec(state.HoldingSlot), ev: Prechecked{Leader: true, Safe: true}, os: staged,
+			pol: func(p *Policy) { p.MoveLeader = false }, wantPhase: state.HoldingSlot, wantAct: ActFence},
 		{name: "quorum unsafe: hold and wait", st: rec(state.HoldingSlot), ev: Prechecked{Reason: "member m2 unhealthy"}, os: staged,
 			wantPhase: state.HoldingSlot, wantAct: ActWait, wantWhy: "m2 unhealthy"},
 		{name: "slot lost before finalize: no finalize", st: rec(state.HoldingSlot), ev: Prechecked{Safe: true, SlotLost: true}, os: staged, wantPhase: state.Staged, wantAct: ActQueryOrder},
@@ -410,13 +421,15 @@ func TestDecide(t *testing.T) {
 // Never a finalize without a held, locked, staged target: every event, from
 // every phase, in every world.
 // TestDecideNeverFinalizesBlind: of every phase x OS state x event, only a
-// held slot with our locked deployment staged finalizes, and that safe path
-// does finalize (a core that never finalized would pass the first half).
+// held slot with our locked deployment staged, proven held by a fence that
+// passed, finalizes, and that safe path does finalize (a core that never
+// finalized would pass the first half).
 func TestDecideNeverFinalizesBlind(t *testing.T) {
-	safe := Prechecked{Safe: true}
+	safe := FenceDone{}
 	events := []Event{Started{}, Ticked{}, Recovered{}, Checked{Target: &tgt}, StageDone{}, CleanedUp{},
 		OrderQueried{}, SlotHeld{LeaseID: 1}, Adopted{Lease: LeaseHolding}, Adopted{Lease: LeaseGone},
-		HooksDone{}, safe, Prechecked{Safe: true, SlotLost: true}, LeaderMoved{}, FinalizeDone{}, VerifyDone{Healthy: true}, Released{}}
+		HooksDone{}, Prechecked{Safe: true}, Prechecked{Safe: true, SlotLost: true}, LeaderMoved{}, safe, FenceDone{Err: ErrSlotLost},
+		FenceDone{Err: errBoom}, FinalizeDone{}, VerifyDone{Healthy: true}, Released{}}
 	finalizes := 0
 	for _, p := range state.Phases {
 		for _, os := range []OSStatus{booted, staged, foreign, rebootd} {
@@ -433,6 +446,9 @@ func TestDecideNeverFinalizesBlind(t *testing.T) {
 					continue
 				}
 				finalizes++
+				if fd, ok := ev.(FenceDone); !ok || fd.Err != nil {
+					t.Errorf("%s + %T (%+v): finalize without a fence that passed", p, ev, os)
+				}
 				if st.Phase != state.HoldingSlot || !next.Queued || next.Locked != tgt.Checksum || os.Staged == nil || os.Staged.Checksum != tgt.Checksum {
 					t.Errorf("%s + %T (%+v): finalize from %+v", p, ev, os, st)
 				}

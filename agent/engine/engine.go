@@ -2,7 +2,7 @@
 //
 //	check -> stage gently (locked) -> wait for a window -> take a reboot slot
 //	(followers first) -> pre-reboot hooks -> re-check window, leadership and
-//	quorum -> finalize-deployment (reboot) -> after boot: booted is the
+//	quorum -> fence the slot -> finalize-deployment (reboot) -> after boot: booted is the
 //	target and the etcd member is healthy -> release the slot.
 //
 // Decide (decide.go) is the pure core; Engine persists each decision before
@@ -277,6 +277,8 @@ func (e *Engine) do(ctx context.Context, st state.State, act Action) Event {
 			o.Metrics.LeaderMoved()
 		}
 		return LeaderMoved{Err: err}
+	case ActFence:
+		return FenceDone{Err: e.busy(ctx, func() error { return o.Lock.Fence(ctx) })}
 	case ActFinalize:
 		return FinalizeDone{Err: e.busy(ctx, func() error { return o.OS.Finalize(ctx, st.Locked) })}
 	case ActVerify:

@@ -54,6 +54,9 @@ type (
 		Reason   string
 		Err      error
 	}
+	// FenceDone: the slot was proven held right before finalizing (Err
+	// nil), found lost (ErrSlotLost), or could not be proven.
+	FenceDone struct{ Err error }
 	// LeaderMoved: leadership was handed to a follower.
 	LeaderMoved struct{ Err error }
 	// FinalizeDone: finalize-deployment returned; nil means the reboot is
@@ -81,6 +84,7 @@ func (Adopted) eventName() string      { return "adopted" }
 func (HooksDone) eventName() string    { return "hooks_done" }
 func (Prechecked) eventName() string   { return "prechecked" }
 func (LeaderMoved) eventName() string  { return "leader_moved" }
+func (FenceDone) eventName() string    { return "fenced" }
 func (FinalizeDone) eventName() string { return "finalized" }
 func (VerifyDone) eventName() string   { return "verified" }
 func (Released) eventName() string     { return "released" }
@@ -100,6 +104,7 @@ const (
 	ActRunHooks   ActionKind = "run_hooks"   // pre-reboot hooks
 	ActPrecheck   ActionKind = "precheck"    // leadership and quorum, right before finalizing
 	ActMoveLeader ActionKind = "move_leader" // hand leadership away
+	ActFence      ActionKind = "fence"       // prove the slot is held, right before finalizing
 	ActFinalize   ActionKind = "finalize"    // finalize-deployment: unlock + reboot
 	ActVerify     ActionKind = "verify"      // local member healthy after boot
 	ActRelease    ActionKind = "release"     // give the slot back

@@ -222,6 +222,15 @@ func (w *world) Announce(ctx context.Context, target string) error { return nil 
 func (w *world) Withdraw(ctx context.Context) error                { return nil }
 func (w *world) PendingOthers(ctx context.Context) (int, error)    { return 0, nil }
 
+func (w *world) Fence(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.holding() {
+		return ErrSlotLost
+	}
+	return nil
+}
+
 func (w *world) expireLeases() {
 	w.mu.Lock()
 	defer w.mu.Unlock()

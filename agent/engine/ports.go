@@ -88,7 +88,16 @@ type Lock interface {
 	Withdraw(ctx context.Context) error
 	// PendingOthers counts other nodes of the group with an update pending.
 	PendingOthers(ctx context.Context) (int, error)
+	// Fence proves, right before finalizing, that this node still holds
+	// its slot and will through the reboot budget (a transaction on the
+	// holder key's lease and create revision, the lease just renewed).
+	// ErrSlotLost when it does not; any other error: it could not tell.
+	Fence(ctx context.Context) error
 }
+
+// ErrSlotLost: Fence found the slot gone (lease expired, or released by an
+// operator). Wrapped by Lock adapters.
+var ErrSlotLost = errors.New("reboot slot lost")
 
 // Cluster is the local etcd member's view of its cluster.
 type Cluster interface {
@@ -135,6 +144,7 @@ func (NoLock) Release(context.Context) error                         { return ni
 func (NoLock) Announce(context.Context, string) error                { return nil }
 func (NoLock) Withdraw(context.Context) error                        { return nil }
 func (NoLock) PendingOthers(context.Context) (int, error)            { return 0, nil }
+func (NoLock) Fence(context.Context) error                           { return nil }
 func (NoCluster) LocalIsLeader(context.Context) (bool, error)        { return false, nil }
 func (NoCluster) SafeToReboot(context.Context) (bool, string, error) { return true, "", nil }
 func (NoCluster) MoveLeaderAway(context.Context) error               { return nil }

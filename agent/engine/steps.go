@@ -191,6 +191,28 @@ func (d *decider) prechecked(ev Prechecked) Action {
 	case !ev.Safe && d.pol.RequireSafe:
 		return d.wait(d.now.Add(d.pol.RecheckInterval), "holding the slot; not safe to reboot: "+ev.Reason)
 	}
+	return Action{Kind: ActFence, Reason: "proving the reboot slot is still held before finalizing"}
+}
+
+// fenced finalizes only once the slot is proven held: a node cut off from
+// etcd whose lease expired (its slot given to another node) must not
+// reboot, whatever it believed a moment ago.
+func (d *decider) fenced(ev FenceDone) Action {
+	switch {
+	case errors.Is(ev.Err, ErrSlotLost):
+		d.st.LastError = "the reboot slot was lost before finalizing: " + ev.Err.Error()
+		return d.backToStaged()
+	case ev.Err != nil:
+		return d.retry("proving the reboot slot is held before finalizing", ev.Err)
+	case !d.pol.Window.Contains(d.now):
+		d.st.Phase = state.Releasing
+		d.st.LastError = "the reboot window closed before finalizing"
+		return d.release()
+	case d.obs.OS.Staged == nil || d.obs.OS.Staged.Checksum != d.st.Locked || d.st.Locked == "":
+		d.st.Phase = state.Releasing
+		d.st.LastError = "the staged deployment changed before finalizing"
+		return d.release()
+	}
 	d.st.Phase = state.Finalizing
 	return Action{Kind: ActFinalize, Reason: "finalizing " + d.st.Locked + " and rebooting"}
 }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -260,6 +262,57 @@ func (l *Lock) Fenced(ctx context.Context, ops ...clientv3.Op) error {
 	}
 	if !resp.Succeeded {
 		return ErrNotHolder
+	}
+	return nil
+}
+
+// fenceTimeout bounds Fence: a partitioned node must learn quickly that it
+// cannot prove it holds, and not finalize.
+const fenceTimeout = 10 * time.Second
+
+// Fence proves, right before an irreversible step (finalize-deployment),
+// that this node holds its slot and will keep it through the reboot budget:
+// the lease's keepalive is running, one keepalive round trip renews it to a
+// full TTL (the slot then outlives the next TTL without further keepalives;
+// anything under half the TTL is refused), and a linearizable transaction
+// finds the holder key with this node's lease and create revision. A node
+// cut off from etcd gets an error; one whose lease expired, or whose slot an
+// operator released, gets ErrLeaseExpired or ErrNotHolder. Only nil means
+// go.
+func (l *Lock) Fence(ctx context.Context) error {
+	cmps, err := l.fence()
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	s := l.sess
+	l.mu.Unlock()
+	if s == nil {
+		return ErrNotHolder
+	}
+	select {
+	case <-s.Done():
+		return ErrLeaseExpired
+	default:
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(fenceTimeout, l.o.TTL/2))
+	defer cancel()
+	ka, err := l.cli.KeepAliveOnce(ctx, s.Lease())
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return ErrLeaseExpired
+	}
+	if err != nil {
+		return fmt.Errorf("fencing the reboot slot: renewing the node lease: %w", err)
+	}
+	if left := time.Duration(ka.TTL) * time.Second; left*2 < l.o.TTL {
+		return fmt.Errorf("fencing the reboot slot: the node lease has %v left of %v", left, l.o.TTL)
+	}
+	resp, err := l.cli.Txn(ctx).If(cmps...).Commit()
+	if err != nil {
+		return fmt.Errorf("fencing the reboot slot: %w", err)
+	}
+	if !resp.Succeeded {
+		return l.lostOr(s, ErrNotHolder)
 	}
 	return nil
 }

@@ -50,5 +50,11 @@
 // the leader go last.
 //
 // Writes that are only valid while holding a slot (Release, Fenced) are
-// transactions that compare the holder key's lease with the node lease.
+// transactions that compare the holder key's lease and create revision with
+// the node lease and the revision it acquired at. Fence is the same proof
+// without a write, taken right before finalize-deployment (the engine's
+// fence step): the keepalive still running, one keepalive round trip
+// renewing the lease to a full TTL, then the transaction. A holder cut off
+// from etcd past its TTL, whose slot went to another node, fails it and does
+// not reboot.
 package lock

@@ -259,19 +259,29 @@ func TestReadoptAfterRestart(t *testing.T) {
 	}
 }
 
-// TestExpiredLeaseFreesSlot: the holder never comes back within the budget;
-// the waiter gets the slot, and the holder's late Adopt finds nothing and
-// says so loudly.
+// TestExpiredLeaseFreesSlot: the holder is cut off from etcd (its link
+// dropped, its process still running and still believing it holds) for
+// longer than the budget; the waiter gets the slot, and the cut-off holder,
+// once it can talk to etcd again, cannot fence: neither Fence nor a fenced
+// write passes. A late Adopt by a new process finds nothing and says so
+// loudly.
 func TestExpiredLeaseFreesSlot(t *testing.T) {
 	f := newFixture(t)
-	ctx := ctxT(t, 20*time.Second)
+	ctx := ctxT(t, 30*time.Second)
+	link := f.c.NewLink(t, 0)
 	dir := t.TempDir()
 	o := f.opts("a", 1, time.Second, dir)
-	a := f.lock(o)
+	a, err := lock.New(f.c.Client(t, nil, link.URL()), o)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := a.Acquire(ctx, "c1", nil); err != nil {
 		t.Fatal(err)
 	}
-	a.Close()
+	if err := a.Fence(ctx); err != nil {
+		t.Fatalf("Fence while holding: %v", err)
+	}
+	link.Drop()
 	b := f.lock(f.opts("b", 1, 30*time.Second, ""))
 	start := time.Now()
 	if _, err := b.Acquire(ctx, "c1", nil); err != nil {
@@ -280,6 +290,19 @@ func TestExpiredLeaseFreesSlot(t *testing.T) {
 	if d := time.Since(start); d < 500*time.Millisecond {
 		t.Errorf("waiter got the slot after %v, before the 1s lease could expire", d)
 	}
+	if err := a.Fence(ctx); err == nil {
+		t.Error("Fence passed while cut off from etcd")
+	}
+	link.Restore()
+	if err := a.Fence(ctx); !errors.Is(err, lock.ErrLeaseExpired) && !errors.Is(err, lock.ErrNotHolder) {
+		t.Errorf("Fence after the slot went to another node: %v, want ErrLeaseExpired or ErrNotHolder", err)
+	}
+	if err := a.Fenced(ctx, clientv3.OpPut("/x", "y")); !errors.Is(err, lock.ErrNotHolder) {
+		t.Errorf("fenced write after expiry: %v, want ErrNotHolder", err)
+	}
+	if err := b.Fence(ctx); err != nil {
+		t.Errorf("the new holder cannot fence: %v", err)
+	}
 	a2 := f.lock(o)
 	_, _, found, err := a2.Adopt(ctx)
 	if err != nil || found {
@@ -287,9 +310,6 @@ func TestExpiredLeaseFreesSlot(t *testing.T) {
 	}
 	if !strings.Contains(f.buf.String(), "NODE LEASE EXPIRED") {
 		t.Errorf("expiry not logged loudly; log:\n%s", f.buf.String())
-	}
-	if err := a2.Fenced(ctx, clientv3.OpPut("/x", "y")); !errors.Is(err, lock.ErrNotHolder) {
-		t.Errorf("fenced write after expiry: %v, want ErrNotHolder", err)
 	}
 }
 
