@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/update-agent/update-agent/agent/engine"
 	"github.com/update-agent/update-agent/agent/etcdmember"
 )
 
@@ -26,7 +27,8 @@ func (c Cluster) local(ctx context.Context) (string, error) {
 	return m.Name, nil
 }
 
-// LocalIsLeader reports whether the local member leads.
+// LocalIsLeader reports whether the local member leads a cluster with
+// another voter to hand leadership to (a single member has none).
 func (c Cluster) LocalIsLeader(ctx context.Context) (bool, error) {
 	name, err := c.local(ctx)
 	if err != nil || name == "" {
@@ -37,11 +39,12 @@ func (c Cluster) LocalIsLeader(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	l, ok := h.Leader()
-	return ok && l.Name == name, nil
+	return ok && l.Name == name && etcdmember.Voters(h) > 1, nil
 }
 
 // SafeToReboot applies etcdmember.MayReboot, leaving the leadership move to
-// the engine (which asks for it separately).
+// the engine (which asks for it separately). A refusal (a cluster too small
+// to lose this member) wraps engine.ErrRefused.
 func (c Cluster) SafeToReboot(ctx context.Context) (bool, string, error) {
 	name, err := c.local(ctx)
 	if err != nil {
@@ -54,6 +57,9 @@ func (c Cluster) SafeToReboot(ctx context.Context) (bool, string, error) {
 	p := c.Policy
 	p.MoveLeader = false
 	d := etcdmember.MayReboot(p, etcdmember.Situation{Local: name, Health: h})
+	if d.Verdict == etcdmember.Refuse {
+		return false, d.Reason, fmt.Errorf("%w: %s", engine.ErrRefused, d.Reason)
+	}
 	return d.Verdict == etcdmember.Proceed, d.Reason, nil
 }
 

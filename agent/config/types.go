@@ -161,6 +161,10 @@ type Etcd struct {
 	// LocalUnit is the systemd unit running the local member, for its I/O
 	// latency target and cgroup pressure; "" if none.
 	LocalUnit string `toml:"local_unit"`
+	// AllowQuorumLoss lets a member of a 1- or 2-member cluster reboot,
+	// although etcd then has no quorum until it is back; without it such
+	// a member is refused (leader.require_quorum).
+	AllowQuorumLoss bool `toml:"allow_quorum_loss"`
 }
 
 // Leader is the leader-aware ordering of reboots.

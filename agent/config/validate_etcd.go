@@ -58,6 +58,10 @@ func (k *checker) etcd(e *Etcd) {
 	if e.LocalUnit != "" && !unitRe.MatchString(e.LocalUnit) {
 		k.fail("etcd.local_unit", "must be \"\" or a service unit name like \"etcd.service\", got %q", e.LocalUnit)
 	}
+	if e.AllowQuorumLoss && !k.c.Leader.RequireQuorum {
+		k.failRel("etcd.allow_quorum_loss", []string{"leader.require_quorum"},
+			"has no effect while leader.require_quorum is false (nothing is checked); set one of them")
+	}
 }
 
 // tlsFiles parses the etcd TLS files that could be read.

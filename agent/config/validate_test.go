@@ -46,6 +46,7 @@ func TestValidationRules(t *testing.T) {
 		{"[staging]\npaths = [\"/sysroot\", \"var\"]", "staging.paths[1]", `must be an absolute path, got "var"`},
 		{"[staging]\netcd_io_latency_target = \"10ms\"", "staging.etcd_io_latency_target", `needs etcd.local_unit`},
 		{"[staging]\ntimeout = \"0s\"", "staging.timeout", `must be > 0, got "0s"`},
+		{"[etcd]\nallow_quorum_loss = true\n[leader]\nrequire_quorum = false", "etcd.allow_quorum_loss", `has no effect while leader.require_quorum is false`},
 		{"[guard]\nmetrics_url = \"ftp://h/metrics\"", "guard.metrics_url", `must be an http:// or https:// URL, got "ftp://h/metrics"`},
 		{"[guard]\nmetrics_url = \"http:///metrics\"", "guard.metrics_url", `has no host`},
 		{"[guard]\nfsync_p99_threshold = \"-1ms\"", "guard.fsync_p99_threshold", `must be >= 0, got "-1ms"`},

@@ -15,7 +15,8 @@ import (
 // so the record always names the step that may be half done.
 //
 // The flow, in order: check -> stage gently (locked) -> wait for a window ->
-// take a slot (followers first) -> pre-reboot hooks -> re-check window,
+// take a slot (followers first) -> check quorum and health -> pre-reboot
+// hooks -> re-check window,
 // leadership and quorum -> fence the slot -> finalize (reboot) -> after boot: booted is the
 // target and the member is healthy -> release.
 func Decide(st state.State, ev Event, obs Obs, pol Policy, now time.Time) (state.State, Action) {
@@ -24,6 +25,9 @@ func Decide(st state.State, ev Event, obs Obs, pol Policy, now time.Time) (state
 		d.pol.Window = Always{}
 	}
 	act := d.decide(ev)
+	if d.st.Phase != state.HoldingSlot {
+		d.st.HooksRan = false
+	}
 	if d.st.Phase != st.Phase || d.st.Since.IsZero() {
 		d.st.Since = now
 	}
@@ -132,17 +136,18 @@ func (d *decider) decide(ev Event) Action {
 		if ev.LeaseID != 0 {
 			d.st.LeaseID = ev.LeaseID
 		}
-		d.st.Phase = state.HoldingSlot
-		return Action{Kind: ActRunHooks, Reason: "running pre-reboot hooks"}
+		d.st.Phase, d.st.HooksRan = state.HoldingSlot, false
+		return Action{Kind: ActPrecheck, Reason: "checking etcd quorum and health before the pre-reboot hooks"}
 	case Adopted:
 		return d.adopted(ev)
 
-	// 4. Pre-reboot hooks; a failed hook gives the slot back and leaves
-	// the staged update locked.
+	// 4. Quorum and health first, then the pre-reboot hooks; a failed
+	// hook gives the slot back and leaves the staged update locked.
 	case HooksDone:
 		if ev.Err != nil {
 			return d.failedHoldingSlot("hooks", ev.Err)
 		}
+		d.st.HooksRan = true
 		return Action{Kind: ActPrecheck, Reason: "last checks before finalizing"}
 
 	// 5. Re-check window, leadership and quorum, then finalize.

@@ -83,6 +83,7 @@ func TestDecide(t *testing.T) {
 	shut := func(p *Policy) { p.Window = hours{5, 6} } // opens in 2h
 	other := state.Target{Checksum: "newer", Version: "3"}
 	unlocked := func(s *state.State) { s.Locked = "" }
+	drained := func(s *state.State) { s.HooksRan = true }
 	cases := []struct {
 		name      string
 		st        state.State
@@ -238,12 +239,36 @@ func TestDecide(t *testing.T) {
 		{name: "follower queues", st: rec(state.Staged), ev: OrderQueried{PendingOthers: 2}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActAcquire},
 		{name: "not leader-aware: queue at once", st: rec(state.Staged), ev: Ticked{}, os: staged, pol: func(p *Policy) { p.LeaderAware = false },
 			wantPhase: state.WaitingSlot, wantAct: ActAcquire},
-		{name: "slot held: lease recorded, hooks", st: rec(state.WaitingSlot, lease), ev: SlotHeld{LeaseID: 0x99}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActRunHooks,
+		{name: "slot held: lease recorded, quorum and health before the hooks", st: rec(state.WaitingSlot, lease), ev: SlotHeld{LeaseID: 0x99}, os: staged,
+			wantPhase: state.HoldingSlot, wantAct: ActPrecheck, wantWhy: "before the pre-reboot hooks",
 			check: func(t *testing.T, s state.State, a Action) {
-				if s.LeaseID != 0x99 || !s.Queued {
-					t.Errorf("lease %x queued %v", s.LeaseID, s.Queued)
+				if s.LeaseID != 0x99 || !s.Queued || s.HooksRan {
+					t.Errorf("lease %x queued %v hooks ran %v", s.LeaseID, s.Queued, s.HooksRan)
 				}
 			}},
+		{name: "before the hooks, safe: hooks", st: rec(state.HoldingSlot), ev: Prechecked{Safe: true}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActRunHooks},
+		{name: "before the hooks, leader and safe: hooks first, the move comes after", st: rec(state.HoldingSlot), ev: Prechecked{Leader: true, Safe: true}, os: staged,
+			wantPhase: state.HoldingSlot, wantAct: ActRunHooks},
+		{name: "before the hooks, not safe: wait undrained", st: rec(state.HoldingSlot), ev: Prechecked{Reason: "member m2 unreachable"}, os: staged,
+			wantPhase: state.HoldingSlot, wantAct: ActWait, wantWhy: "not draining yet",
+			check: func(t *testing.T, s state.State, a Action) {
+				if s.HooksRan {
+					t.Error("hooks marked as run")
+				}
+			}},
+		{name: "before the hooks, not safe, quorum check off: hooks", st: rec(state.HoldingSlot), ev: Prechecked{Reason: "member m2 unreachable"}, os: staged,
+			pol: func(p *Policy) { p.RequireSafe = false }, wantPhase: state.HoldingSlot, wantAct: ActRunHooks},
+		{name: "refused (2-member cluster): never drain, give the slot back, count it", st: rec(state.HoldingSlot), ev: Prechecked{Refused: true, Reason: "2 voting member(s)"}, os: staged,
+			wantPhase: state.Releasing, wantAct: ActRelease,
+			check: func(t *testing.T, s state.State, a Action) {
+				if f := s.Failures[tgt.Checksum]; f.Count != 1 || !strings.Contains(f.LastError, "2 voting member(s)") || a.Failed != "precheck" || !a.Withdraw {
+					t.Errorf("failure %+v, action %+v", f, a)
+				}
+			}},
+		{name: "refused after the hooks too (membership changed)", st: rec(state.HoldingSlot, drained), ev: Prechecked{Refused: true, Reason: "1 voting member(s)"}, os: staged,
+			wantPhase: state.Releasing, wantAct: ActRelease},
+		{name: "refused but the quorum check is off: go on", st: rec(state.HoldingSlot, drained), ev: Prechecked{Safe: true, Refused: true, Reason: "x"}, os: staged,
+			pol: func(p *Policy) { p.RequireSafe = false }, wantPhase: state.HoldingSlot, wantAct: ActFence},
 		{name: "acquire failed: retry, still queued", st: rec(state.WaitingSlot, lease), ev: SlotHeld{Err: errBoom}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActWait,
 			check: func(t *testing.T, s state.State, a Action) {
 				if !s.Queued {
@@ -253,18 +278,35 @@ func TestDecide(t *testing.T) {
 		{name: "retry of acquire", st: rec(state.WaitingSlot, lease), ev: Ticked{}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActAcquire},
 		{name: "restart while waiting: adopt", st: rec(state.WaitingSlot, lease), ev: Recovered{}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActAdopt},
 		{name: "adopted, still in line", st: rec(state.WaitingSlot, lease), ev: Adopted{Lease: LeaseWaiting}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActAcquire},
-		{name: "adopted while waiting, now holding", st: rec(state.WaitingSlot, lease), ev: Adopted{Lease: LeaseHolding}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActRunHooks},
+		{name: "adopted while waiting, now holding", st: rec(state.WaitingSlot, lease), ev: Adopted{Lease: LeaseHolding}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActPrecheck},
 		{name: "adopted lease expired: queue again", st: rec(state.HoldingSlot), ev: Adopted{Lease: LeaseGone}, os: staged, wantPhase: state.Staged, wantAct: ActQueryOrder,
 			check: func(t *testing.T, s state.State, a Action) {
 				if s.Queued || s.LeaseID != 0 || !strings.Contains(s.LastError, "expired") {
 					t.Errorf("queued %v lease %x, error %q", s.Queued, s.LeaseID, s.LastError)
 				}
 			}},
-		{name: "restart holding: hooks again", st: rec(state.HoldingSlot), ev: Adopted{Lease: LeaseHolding}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActRunHooks},
+		{name: "restart holding: quorum and health, then the hooks again", st: rec(state.HoldingSlot, drained), ev: Adopted{Lease: LeaseHolding}, os: staged,
+			wantPhase: state.HoldingSlot, wantAct: ActPrecheck,
+			check: func(t *testing.T, s state.State, a Action) {
+				if s.HooksRan {
+					t.Error("hooks still marked as run")
+				}
+			}},
 		{name: "restart holding, staged gone: release", st: rec(state.HoldingSlot), ev: Adopted{Lease: LeaseHolding}, os: booted, wantPhase: state.Releasing, wantAct: ActRelease},
 
 		// 4. Hooks.
-		{name: "hooks done: precheck", st: rec(state.HoldingSlot), ev: HooksDone{}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActPrecheck},
+		{name: "hooks done: last checks", st: rec(state.HoldingSlot), ev: HooksDone{}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActPrecheck,
+			check: func(t *testing.T, s state.State, a Action) {
+				if !s.HooksRan {
+					t.Error("hooks not marked as run")
+				}
+			}},
+		{name: "leaving the slot forgets the hooks", st: rec(state.HoldingSlot, drained), ev: Prechecked{Safe: true, SlotLost: true}, os: staged, wantPhase: state.Staged, wantAct: ActQueryOrder,
+			check: func(t *testing.T, s state.State, a Action) {
+				if s.HooksRan {
+					t.Error("hooks still marked as run")
+				}
+			}},
 		{name: "hook failed: release, keep staged locked", st: rec(state.HoldingSlot), ev: HooksDone{Err: errBoom}, os: staged, wantPhase: state.Releasing, wantAct: ActRelease,
 			check: func(t *testing.T, s state.State, a Action) {
 				if s.Locked != tgt.Checksum || !a.Withdraw || a.Failed != "hooks" {
@@ -293,8 +335,8 @@ func TestDecide(t *testing.T) {
 			ev: Released{}, os: staged, wantPhase: state.Staged, wantAct: ActWait},
 
 		// 5. Last checks and finalize.
-		{name: "all clear: fence the slot", st: rec(state.HoldingSlot), ev: Prechecked{Safe: true}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActFence},
-		{name: "slot proven held: finalize", st: rec(state.HoldingSlot), ev: FenceDone{}, os: staged, wantPhase: state.Finalizing, wantAct: ActFinalize},
+		{name: "all clear: fence the slot", st: rec(state.HoldingSlot, drained), ev: Prechecked{Safe: true}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActFence},
+		{name: "slot proven held: finalize", st: rec(state.HoldingSlot, drained), ev: FenceDone{}, os: staged, wantPhase: state.Finalizing, wantAct: ActFinalize},
 		{name: "fence found the slot lost: no finalize, queue again", st: rec(state.HoldingSlot), ev: FenceDone{Err: fmt.Errorf("x: %w", ErrSlotLost)}, os: staged,
 			wantPhase: state.Staged, wantAct: ActQueryOrder,
 			check: func(t *testing.T, s state.State, a Action) {
@@ -302,15 +344,16 @@ func TestDecide(t *testing.T) {
 					t.Errorf("queued %v, error %q", s.Queued, s.LastError)
 				}
 			}},
+		{name: "a fence without the hooks run (stale): checks first", st: rec(state.HoldingSlot), ev: FenceDone{}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActPrecheck},
 		{name: "fence could not tell (etcd unreachable): no finalize, retry", st: rec(state.HoldingSlot), ev: FenceDone{Err: errBoom}, os: staged,
 			wantPhase: state.HoldingSlot, wantAct: ActWait, wantWhy: "boom"},
 		{name: "after a failed fence: the last checks again", st: rec(state.HoldingSlot), ev: Ticked{}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActPrecheck},
 		{name: "window closed meanwhile: release, stay staged", st: rec(state.HoldingSlot), ev: Prechecked{Safe: true}, os: staged,
 			pol: func(p *Policy) { p.Window = hours{5, 6} }, wantPhase: state.Releasing, wantAct: ActRelease},
-		{name: "leader: move leadership first", st: rec(state.HoldingSlot), ev: Prechecked{Leader: true, Safe: true}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActMoveLeader},
-		{name: "leader, moving disabled: fence, then finalize", st: rec(state.HoldingSlot), ev: Prechecked{Leader: true, Safe: true}, os: staged,
+		{name: "leader: move leadership first", st: rec(state.HoldingSlot, drained), ev: Prechecked{Leader: true, Safe: true}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActMoveLeader},
+		{name: "leader, moving disabled: fence, then finalize", st: rec(state.HoldingSlot, drained), ev: Prechecked{Leader: true, Safe: true}, os: staged,
 			pol: func(p *Policy) { p.MoveLeader = false }, wantPhase: state.HoldingSlot, wantAct: ActFence},
-		{name: "quorum unsafe: hold and wait", st: rec(state.HoldingSlot), ev: Prechecked{Reason: "member m2 unhealthy"}, os: staged,
+		{name: "quorum unsafe after the hooks: hold and wait", st: rec(state.HoldingSlot, drained), ev: Prechecked{Reason: "member m2 unhealthy"}, os: staged,
 			wantPhase: state.HoldingSlot, wantAct: ActWait, wantWhy: "m2 unhealthy"},
 		{name: "slot lost before finalize: no finalize", st: rec(state.HoldingSlot), ev: Prechecked{Safe: true, SlotLost: true}, os: staged, wantPhase: state.Staged, wantAct: ActQueryOrder},
 		{name: "moved: check again", st: rec(state.HoldingSlot), ev: LeaderMoved{}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActPrecheck},
@@ -434,23 +477,26 @@ func TestDecideNeverFinalizesBlind(t *testing.T) {
 	for _, p := range state.Phases {
 		for _, os := range []OSStatus{booted, staged, foreign, rebootd} {
 			for _, ev := range events {
-				st := rec(p)
-				next, act := Decide(st, ev, Obs{BootID: "b1", OS: os, Recovered: true}, testPolicy(), t0)
-				if p == state.HoldingSlot && os.Staged == staged.Staged && ev == Event(safe) {
-					if act.Kind != ActFinalize || next.Phase != state.Finalizing {
-						t.Errorf("safe path: %s + %T (%+v) with our deployment staged: %s (%s), phase %s; want finalize",
-							p, ev, ev, act.Kind, act.Reason, next.Phase)
+				for _, ran := range []bool{false, true} {
+					st := rec(p)
+					st.HooksRan = ran
+					next, act := Decide(st, ev, Obs{BootID: "b1", OS: os, Recovered: true}, testPolicy(), t0)
+					if p == state.HoldingSlot && ran && os.Staged == staged.Staged && ev == Event(safe) {
+						if act.Kind != ActFinalize || next.Phase != state.Finalizing {
+							t.Errorf("safe path: %s + %T (%+v) with our deployment staged: %s (%s), phase %s; want finalize",
+								p, ev, ev, act.Kind, act.Reason, next.Phase)
+						}
 					}
-				}
-				if act.Kind != ActFinalize {
-					continue
-				}
-				finalizes++
-				if fd, ok := ev.(FenceDone); !ok || fd.Err != nil {
-					t.Errorf("%s + %T (%+v): finalize without a fence that passed", p, ev, os)
-				}
-				if st.Phase != state.HoldingSlot || !next.Queued || next.Locked != tgt.Checksum || os.Staged == nil || os.Staged.Checksum != tgt.Checksum {
-					t.Errorf("%s + %T (%+v): finalize from %+v", p, ev, os, st)
+					if act.Kind != ActFinalize {
+						continue
+					}
+					finalizes++
+					if fd, ok := ev.(FenceDone); !ok || fd.Err != nil {
+						t.Errorf("%s + %T (%+v): finalize without a fence that passed", p, ev, os)
+					}
+					if st.Phase != state.HoldingSlot || !st.HooksRan || !next.Queued || next.Locked != tgt.Checksum || os.Staged == nil || os.Staged.Checksum != tgt.Checksum {
+						t.Errorf("%s + %T (%+v): finalize from %+v", p, ev, os, st)
+					}
 				}
 			}
 		}

@@ -11,6 +11,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -305,8 +306,8 @@ func (e *Engine) do(ctx context.Context, st state.State, act Action) Event {
 	panic(fmt.Sprintf("engine: unknown action %q", act.Kind))
 }
 
-// precheck is the last look before finalizing: the slot is still ours, who
-// leads, and whether the cluster can lose this member.
+// precheck looks before the hooks and again before finalizing: the slot is
+// still ours, who leads, and whether the cluster can lose this member.
 func (e *Engine) precheck(ctx context.Context, st state.State) Event {
 	var ev Prechecked
 	ev.Err = e.busy(ctx, func() error {
@@ -322,6 +323,10 @@ func (e *Engine) precheck(ctx context.Context, st state.State) Event {
 			return err
 		}
 		ev.Safe, ev.Reason, err = e.o.Cluster.SafeToReboot(ctx)
+		if errors.Is(err, ErrRefused) {
+			ev.Refused, ev.Reason = true, err.Error()
+			return nil
+		}
 		return err
 	})
 	return ev

@@ -45,14 +45,18 @@ type (
 	}
 	// HooksDone: the pre-reboot hooks ran.
 	HooksDone struct{ Err error }
-	// Prechecked: the last look before finalizing (leadership, quorum).
+	// Prechecked: the look at the slot, leadership and quorum before the
+	// hooks, and again before finalizing.
 	Prechecked struct {
 		// SlotLost: the lease no longer holds a slot (it expired).
 		SlotLost bool
 		Leader   bool
 		Safe     bool
-		Reason   string
-		Err      error
+		// Refused: the cluster can never lose this member under this
+		// configuration (ErrRefused); Reason says why.
+		Refused bool
+		Reason  string
+		Err     error
 	}
 	// FenceDone: the slot was proven held right before finalizing (Err
 	// nil), found lost (ErrSlotLost), or could not be proven.
@@ -102,7 +106,7 @@ const (
 	ActAcquire    ActionKind = "acquire"     // queue for a reboot slot and wait until held
 	ActAdopt      ActionKind = "adopt"       // re-attach the persisted lease
 	ActRunHooks   ActionKind = "run_hooks"   // pre-reboot hooks
-	ActPrecheck   ActionKind = "precheck"    // leadership and quorum, right before finalizing
+	ActPrecheck   ActionKind = "precheck"    // slot, leadership and quorum: before the hooks and before finalizing
 	ActMoveLeader ActionKind = "move_leader" // hand leadership away
 	ActFence      ActionKind = "fence"       // prove the slot is held, right before finalizing
 	ActFinalize   ActionKind = "finalize"    // finalize-deployment: unlock + reboot

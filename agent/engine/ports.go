@@ -95,6 +95,10 @@ type Lock interface {
 	Fence(ctx context.Context) error
 }
 
+// ErrRefused: the cluster cannot lose this member, and waiting will not
+// change that. Wrapped by Cluster adapters.
+var ErrRefused = errors.New("reboot refused")
+
 // ErrSlotLost: Fence found the slot gone (lease expired, or released by an
 // operator). Wrapped by Lock adapters.
 var ErrSlotLost = errors.New("reboot slot lost")
@@ -103,7 +107,9 @@ var ErrSlotLost = errors.New("reboot slot lost")
 type Cluster interface {
 	LocalIsLeader(ctx context.Context) (bool, error)
 	// SafeToReboot reports whether quorum survives this member going down
-	// and every other member is healthy; reason says why not.
+	// and every other member is healthy; reason says why not. An error
+	// wrapping ErrRefused: never under this configuration (a 1- or
+	// 2-member cluster without etcd.allow_quorum_loss).
 	SafeToReboot(ctx context.Context) (ok bool, reason string, err error)
 	// MoveLeaderAway hands leadership to the best follower and confirms it.
 	MoveLeaderAway(ctx context.Context) error

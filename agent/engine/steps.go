@@ -160,8 +160,10 @@ func (d *decider) adopted(ev Adopted) Action {
 				d.st.Phase = state.Releasing
 				return d.release()
 			}
-			// Hooks may have half run: run them again (drain is idempotent).
-			return Action{Kind: ActRunHooks, Reason: "running pre-reboot hooks again after a restart"}
+			// Hooks may have half run: check quorum and health, then run
+			// them again (drain is idempotent).
+			d.st.HooksRan = false
+			return Action{Kind: ActPrecheck, Reason: "checking etcd quorum and health before running the pre-reboot hooks again after a restart"}
 		}
 		d.st.Phase = state.WaitingSlot
 	}
@@ -186,6 +188,15 @@ func (d *decider) prechecked(ev Prechecked) Action {
 		d.st.Phase = state.Releasing
 		d.st.LastError = "the staged deployment changed before finalizing"
 		return d.release()
+	case ev.Refused && d.pol.RequireSafe:
+		// Waiting would not help (a 1- or 2-member cluster): give the
+		// slot back undrained; the failure count sets the target aside.
+		return d.failedHoldingSlot("precheck", errors.New(ev.Reason))
+	case !d.st.HooksRan:
+		if !ev.Safe && d.pol.RequireSafe {
+			return d.wait(d.now.Add(d.pol.RecheckInterval), "holding the slot, not draining yet; not safe to reboot: "+ev.Reason)
+		}
+		return Action{Kind: ActRunHooks, Reason: "running pre-reboot hooks"}
 	case ev.Leader && d.pol.MoveLeader:
 		return Action{Kind: ActMoveLeader, Reason: "local member is the etcd leader: moving leadership away"}
 	case !ev.Safe && d.pol.RequireSafe:
@@ -204,6 +215,8 @@ func (d *decider) fenced(ev FenceDone) Action {
 		return d.backToStaged()
 	case ev.Err != nil:
 		return d.retry("proving the reboot slot is held before finalizing", ev.Err)
+	case !d.st.HooksRan:
+		return Action{Kind: ActPrecheck, Reason: "checking etcd quorum and health before the pre-reboot hooks"}
 	case !d.pol.Window.Contains(d.now):
 		d.st.Phase = state.Releasing
 		d.st.LastError = "the reboot window closed before finalizing"

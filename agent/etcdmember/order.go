@@ -17,6 +17,9 @@ const (
 	// MoveLeadership: the local member leads; move leadership away, confirm
 	// it moved, then ask again.
 	MoveLeadership
+	// Refuse: never under this configuration (a cluster too small to lose a
+	// member without losing quorum); waiting would not help.
+	Refuse
 )
 
 func (v Verdict) String() string {
@@ -27,6 +30,8 @@ func (v Verdict) String() string {
 		return "wait"
 	case MoveLeadership:
 		return "move-leadership"
+	case Refuse:
+		return "refuse"
 	}
 	return fmt.Sprintf("verdict(%d)", int(v))
 }
@@ -42,7 +47,10 @@ type Policy struct {
 	FollowersFirst bool // the leader takes a slot only after the others
 	MoveLeader     bool // a leader hands leadership over before rebooting
 	RequireQuorum  bool // never reboot while quorum or another member is at risk
-	MaxLag         uint64
+	// AllowQuorumLoss lets a member of a 1- or 2-voter cluster reboot
+	// although quorum is lost until it is back (etcd.allow_quorum_loss).
+	AllowQuorumLoss bool
+	MaxLag          uint64
 }
 
 // Situation is what the rules look at.
@@ -88,6 +96,11 @@ func MayAcquire(p Policy, s Situation) Decision {
 // MayReboot decides, while holding the slot, whether this node may go down
 // now: every other member healthy, quorum safe without the local member, and
 // leadership moved away first.
+//
+// A cluster of 1 or 2 voting members loses quorum whenever one of them goes
+// down, however healthy it is: waiting cannot make it safe. Such a member is
+// refused (Refuse, with the reason) unless AllowQuorumLoss; then only the
+// other member's health is required.
 func MayReboot(p Policy, s Situation) Decision {
 	if s.Local == "" {
 		return Decision{Proceed, "no local etcd member"}
@@ -97,6 +110,10 @@ func MayReboot(p Policy, s Situation) Decision {
 		return Decision{Wait, fmt.Sprintf("local member %s is not in the member list", s.Local)}
 	}
 	if p.RequireQuorum {
+		if v := Voters(s.Health); v <= 2 && !local.Learner && !p.AllowQuorumLoss {
+			return Decision{Refuse, fmt.Sprintf("the etcd cluster has %d voting member(s): rebooting %s loses quorum until it is back, "+
+				"which no wait can avoid; add members, or set etcd.allow_quorum_loss = true to accept it", v, s.Local)}
+		}
 		if s.Health.LeaderID == 0 {
 			return Decision{Wait, "etcd has no leader"}
 		}
@@ -108,12 +125,25 @@ func MayReboot(p Policy, s Situation) Decision {
 				return Decision{Wait, pr}
 			}
 		}
-		if ok, why := QuorumSafeWithout(s.Health, s.Local, p.MaxLag); !ok {
-			return Decision{Wait, why}
+		if Voters(s.Health) > 2 || local.Learner {
+			if ok, why := QuorumSafeWithout(s.Health, s.Local, p.MaxLag); !ok {
+				return Decision{Wait, why}
+			}
 		}
 	}
-	if p.MoveLeader && s.Health.LeaderID == local.ID {
+	if p.MoveLeader && s.Health.LeaderID == local.ID && Voters(s.Health) > 1 {
 		return Decision{MoveLeadership, fmt.Sprintf("local member %s is the leader", s.Local)}
 	}
 	return Decision{Proceed, "other members healthy, quorum safe without " + s.Local}
+}
+
+// Voters counts the voting members (learners do not count toward quorum).
+func Voters(h Health) int {
+	n := 0
+	for _, m := range h.Members {
+		if !m.Learner {
+			n++
+		}
+	}
+	return n
 }

@@ -128,6 +128,8 @@ func TestMayAcquire(t *testing.T) {
 
 func TestMayReboot(t *testing.T) {
 	all := Policy{FollowersFirst: true, MoveLeader: true, RequireQuorum: true, MaxLag: 50}
+	allowLoss := all
+	allowLoss.AllowQuorumLoss = true
 	tests := []struct {
 		name    string
 		p       Policy
@@ -144,6 +146,15 @@ func TestMayReboot(t *testing.T) {
 		{"unknown local", all, Situation{Local: "x", Health: cluster(3, 0)}, Wait, "not in the member list"},
 		{"quorum check disabled", Policy{}, Situation{Local: "b", Health: cluster(3, 0, 2)}, Proceed, ""},
 		{"worker", all, Situation{Health: cluster(3, 0, 1, 2)}, Proceed, "no local"},
+		// 1- and 2-member clusters lose quorum whatever the wait.
+		{"single member: refused", all, Situation{Local: "a", Health: cluster(1, 0)}, Refuse, "etcd.allow_quorum_loss"},
+		{"two members, healthy peer: refused", all, Situation{Local: "b", Health: cluster(2, 0)}, Refuse, "2 voting member(s)"},
+		{"two members, peer down: still refused, not waiting", all, Situation{Local: "b", Health: cluster(2, 0, 0)}, Refuse, "loses quorum"},
+		{"single member allowed: no leader to move", allowLoss, Situation{Local: "a", Health: cluster(1, 0)}, Proceed, ""},
+		{"two members allowed: follower goes", allowLoss, Situation{Local: "b", Health: cluster(2, 0)}, Proceed, ""},
+		{"two members allowed: leader moves first", allowLoss, Situation{Local: "a", Health: cluster(2, 0)}, MoveLeadership, ""},
+		{"two members allowed: peer down, wait", allowLoss, Situation{Local: "a", Health: cluster(2, 0, 1)}, Wait, "member b unreachable"},
+		{"two members, quorum check disabled", Policy{}, Situation{Local: "a", Health: cluster(2, 0)}, Proceed, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -90,6 +90,11 @@ type State struct {
 	// BootID is the boot the record was written in: a different boot ID at
 	// start means the host rebooted since (planned when Finalizing).
 	BootID string `json:"boot_id,omitempty"`
+	// HooksRan: the pre-reboot hooks ran while holding the current slot
+	// (HoldingSlot only): the next checks are the last before finalizing.
+	// Before the hooks, quorum and health are checked first, so a node
+	// never drains only to find it may not reboot.
+	HooksRan bool `json:"hooks_ran,omitempty"`
 	// CheckHealth: the host went down while this node held a slot; the
 	// local etcd member must be healthy again before the slot is released.
 	CheckHealth bool `json:"check_health,omitempty"`

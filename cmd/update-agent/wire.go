@@ -202,7 +202,7 @@ func (a *agent) wireEtcd() error {
 	a.cluster = &adapters.Cluster{
 		C: member,
 		Policy: etcdmember.Policy{FollowersFirst: c.Leader.FollowersFirst, MoveLeader: c.Leader.MoveLeader,
-			RequireQuorum: c.Leader.RequireQuorum, MaxLag: member.MaxLag()},
+			RequireQuorum: c.Leader.RequireQuorum, AllowQuorumLoss: c.Etcd.AllowQuorumLoss, MaxLag: member.MaxLag()},
 		Lock: a.lock,
 	}
 	return nil
