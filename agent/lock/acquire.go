@@ -38,10 +38,9 @@ func entriesOf(kvs []*mvccpb.KeyValue, prefix, node string) ([]Entry, *mvccpb.Ke
 	return entries, mine
 }
 
-// Acquire queues this node for a slot and blocks until it holds one.
-// onPosition (may be nil) is called whenever the position changes, for
-// STATUS lines. Calling Acquire again while queued or holding keeps the place.
-func (l *Lock) Acquire(ctx context.Context, target string, onPosition func(Position)) (Position, error) {
+// acquireSlot queues this node in l's semaphore and blocks until it holds
+// a slot. Calling it again while queued or holding keeps the place.
+func (l *Lock) acquireSlot(ctx context.Context, target string, onPosition func(Position)) (Position, error) {
 	s, err := l.session(ctx)
 	if err != nil {
 		return Position{}, fmt.Errorf("acquiring reboot slot: %w", err)
@@ -185,11 +184,9 @@ func (l *Lock) lostOr(s interface{ Done() <-chan struct{} }, err error) error {
 	}
 }
 
-// Adopt picks up after a restart or reboot: it re-adopts the recorded node
-// lease and reports this node's queue entry. found is false when there is
-// none (never queued, released, or the lease expired while away: that case
-// is logged loudly).
-func (l *Lock) Adopt(ctx context.Context) (rec Record, pos Position, found bool, err error) {
+// adoptSlot re-attaches this node's entry in l's semaphore to the node
+// lease and reports it; found is false when there is none.
+func (l *Lock) adoptSlot(ctx context.Context) (rec Record, pos Position, found bool, err error) {
 	s, err := l.session(ctx)
 	if err != nil {
 		return Record{}, Position{}, false, fmt.Errorf("adopting reboot slot: %w", err)
@@ -236,18 +233,43 @@ func (l *Lock) Adopt(ctx context.Context) (rec Record, pos Position, found bool,
 	return rec, pos, true, nil
 }
 
-// fence is the condition for writes that are only valid while holding.
-func (l *Lock) fence() ([]clientv3.Cmp, error) {
+// slotFence is the condition that this node holds its slot in l's
+// semaphore under lease.
+func (l *Lock) slotFence(lease clientv3.LeaseID) ([]clientv3.Cmp, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.sess == nil || l.heldRev == 0 {
+	rev := l.heldRev
+	l.mu.Unlock()
+	if rev == 0 {
 		return nil, ErrNotHolder
 	}
 	key := l.holderKey()
 	return []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(key), "=", l.heldRev),
-		clientv3.Compare(clientv3.LeaseValue(key), "=", l.sess.Lease()),
+		clientv3.Compare(clientv3.CreateRevision(key), "=", rev),
+		clientv3.Compare(clientv3.LeaseValue(key), "=", lease),
 	}, nil
+}
+
+// fence is the condition for writes that are only valid while holding: the
+// group's slot and, for an etcd member, the member slot.
+func (l *Lock) fence() ([]clientv3.Cmp, error) {
+	l.mu.Lock()
+	s := l.sess
+	l.mu.Unlock()
+	if s == nil {
+		return nil, ErrNotHolder
+	}
+	cmps, err := l.slotFence(s.Lease())
+	if err != nil {
+		return nil, err
+	}
+	if l.members != nil {
+		mc, err := l.members.slotFence(s.Lease())
+		if err != nil {
+			return nil, err
+		}
+		cmps = append(cmps, mc...)
+	}
+	return cmps, nil
 }
 
 // Fenced applies ops only if this node still holds its slot.
@@ -324,25 +346,38 @@ func (l *Lock) Fence(ctx context.Context) error {
 // cleaned up.
 func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Lock()
-	holding := l.heldRev != 0
+	s := l.sess
+	holding := l.heldRev != 0 && s != nil
 	l.mu.Unlock()
 	if holding {
-		err := l.Fenced(ctx, clientv3.OpDelete(l.holderKey()), clientv3.OpDelete(l.pendingKey()))
+		cmps, err := l.slotFence(s.Lease())
+		if err == nil {
+			var resp *clientv3.TxnResponse
+			resp, err = l.cli.Txn(ctx).If(cmps...).Then(clientv3.OpDelete(l.holderKey()), clientv3.OpDelete(l.pendingKey())).Commit()
+			if err == nil && !resp.Succeeded {
+				err = ErrNotHolder
+			}
+		}
 		if errors.Is(err, ErrNotHolder) {
 			l.log.Warn("releasing: this node no longer held its reboot slot (released by an operator, or its lease expired)")
 		} else if err != nil {
 			return fmt.Errorf("releasing reboot slot: %w", err)
 		}
 	}
-	// Not holding (a waiter, or a slot already lost): delete this
-	// machine's keys, never those of another machine of the same name.
-	if err := l.deleteOwn(ctx, l.holderKey(), l.pendingKey()); err != nil {
+	// Not holding (a waiter, or a slot already lost), and the member slot:
+	// delete this machine's keys, never those of another machine of the
+	// same name.
+	keys := []string{l.holderKey(), l.pendingKey()}
+	if l.members != nil {
+		keys = append(keys, l.members.holderKey())
+	}
+	if err := l.deleteOwn(ctx, keys...); err != nil {
 		return fmt.Errorf("releasing reboot slot: %w", err)
 	}
 	l.mu.Lock()
-	s := l.sess
 	l.sess, l.heldRev = nil, 0
 	l.mu.Unlock()
+	l.members.forget()
 	if s != nil {
 		if err := s.Close(); err != nil {
 			// The lease then expires after the TTL; our keys are gone.

@@ -25,7 +25,17 @@
 // second machine gets a NameConflictError naming both IDs (a record without
 // a machine ID, from an older agent, is ours only on our own lease).
 //
-// Both keys of a node are attached to one lease, the node lease, whose TTL is
+// A node running an etcd member (Options.Member) also queues under
+//
+//	<prefix>/_members/holders/<node> the member slot: one slot for the whole
+//	                                 cluster, whatever the groups and their
+//	                                 slots, so two members never go down
+//	                                 together. Taken after the group's slot
+//	                                 (the same order on every node, so no two
+//	                                 wait on each other), released with it;
+//	                                 a member's node holds only with both.
+//
+// All keys of a node are attached to one lease, the node lease, whose TTL is
 // the reboot budget. The agent keeps it alive while it runs; across the
 // reboot nobody does, so a node that does not come back within the budget
 // loses its slot and its announcement. The lease ID is persisted in the

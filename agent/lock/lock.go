@@ -99,6 +99,12 @@ type Lock struct {
 	// heldRev is the CreateRevision of our key once it holds a slot; it
 	// fences later writes.
 	heldRev int64
+
+	// members is the cluster-wide member semaphore (MembersGroup, one
+	// slot) an etcd member's node also holds; nil on a node without one.
+	// It shares this lock's node lease: parent is set on it instead.
+	members *Lock
+	parent  *Lock
 }
 
 // New checks o and returns a Lock; nothing is written to etcd yet.
@@ -123,7 +129,13 @@ func New(cli *clientv3.Client, o Options) (*Lock, error) {
 		o.MachineID = id
 	}
 	o.Prefix = strings.TrimRight(o.Prefix, "/")
-	return &Lock{cli: cli, o: o, log: o.Log.With("lock_group", o.Group, "node", o.Node)}, nil
+	l := &Lock{cli: cli, o: o, log: o.Log.With("lock_group", o.Group, "node", o.Node)}
+	if o.Member != "" {
+		mo := o
+		mo.Group, mo.Slots = MembersGroup, 1
+		l.members = &Lock{cli: cli, o: mo, log: o.Log.With("lock_group", MembersGroup, "node", o.Node), parent: l}
+	}
+	return l, nil
 }
 
 // Keys of a group, see doc.go.
@@ -141,6 +153,9 @@ func (l *Lock) pendingKey() string { return pendingPrefix(l.o.Prefix, l.o.Group)
 // session returns a live node lease: the running one, the one recorded in
 // the state directory (re-adopted after a restart or reboot), or a new one.
 func (l *Lock) session(ctx context.Context) (*concurrency.Session, error) {
+	if l.parent != nil {
+		return l.parent.session(ctx)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.sess != nil {
@@ -149,6 +164,7 @@ func (l *Lock) session(ctx context.Context) (*concurrency.Session, error) {
 			l.log.Error("NODE LEASE LOST: keepalive ended; reboot slot and announcement are gone",
 				"lease_id", fmt.Sprintf("%x", int64(l.sess.Lease())))
 			l.sess, l.heldRev = nil, 0
+			l.members.forget()
 		default:
 			return l.sess, nil
 		}

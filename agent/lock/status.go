@@ -47,6 +47,9 @@ func Status(ctx context.Context, cli *clientv3.Client, prefix string, slots int,
 	get := func(g string) *GroupStatus {
 		if groups[g] == nil {
 			groups[g] = &GroupStatus{Group: g, Slots: slots}
+			if g == MembersGroup {
+				groups[g].Slots = 1
+			}
 		}
 		return groups[g]
 	}
@@ -85,7 +88,7 @@ func Status(ctx context.Context, cli *clientv3.Client, prefix string, slots int,
 	for g, gs := range groups {
 		q := queues[g]
 		sort.Slice(q, func(i, j int) bool { return q[i].CreateRevision < q[j].CreateRevision })
-		n := min(slots, len(q))
+		n := min(gs.Slots, len(q))
 		for i := range q {
 			since := q[i].QueuedAt
 			if i < n && !q[i].AcquiredAt.IsZero() {
@@ -103,7 +106,8 @@ func Status(ctx context.Context, cli *clientv3.Client, prefix string, slots int,
 }
 
 // ReleaseNode is the operator's override: it removes node's queue entry and
-// announcement in group, freeing its slot at once. An agent still running on
+// announcement in group, and its entry for the etcd member slot, freeing
+// its slots at once. An agent still running on
 // that node finds its fenced writes refused. It reports whether anything was
 // there.
 func ReleaseNode(ctx context.Context, cli *clientv3.Client, prefix, group, node string) (bool, error) {
@@ -114,10 +118,14 @@ func ReleaseNode(ctx context.Context, cli *clientv3.Client, prefix, group, node 
 	resp, err := cli.Txn(ctx).Then(
 		clientv3.OpDelete(holdersPrefix(prefix, group)+node),
 		clientv3.OpDelete(pendingPrefix(prefix, group)+node),
+		clientv3.OpDelete(holdersPrefix(prefix, MembersGroup)+node),
 	).Commit()
 	if err != nil {
 		return false, fmt.Errorf("releasing %s in group %s: %w", node, group, err)
 	}
-	deleted := resp.Responses[0].GetResponseDeleteRange().Deleted + resp.Responses[1].GetResponseDeleteRange().Deleted
+	var deleted int64
+	for _, r := range resp.Responses {
+		deleted += r.GetResponseDeleteRange().Deleted
+	}
 	return deleted > 0, nil
 }
