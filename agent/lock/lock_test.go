@@ -294,8 +294,19 @@ func TestExpiredLeaseFreesSlot(t *testing.T) {
 		t.Error("Fence passed while cut off from etcd")
 	}
 	link.Restore()
-	if err := a.Fence(ctx); !errors.Is(err, lock.ErrLeaseExpired) && !errors.Is(err, lock.ErrNotHolder) {
-		t.Errorf("Fence after the slot went to another node: %v, want ErrLeaseExpired or ErrNotHolder", err)
+	// Until the client has reconnected Fence cannot tell (an error, never
+	// nil); then it must say the slot is lost.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		err := a.Fence(ctx)
+		if err == nil {
+			t.Fatal("Fence passed after the slot went to another node")
+		}
+		if errors.Is(err, lock.ErrLeaseExpired) || errors.Is(err, lock.ErrNotHolder) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Fence after the link came back: %v, want ErrLeaseExpired or ErrNotHolder", err)
+		}
 	}
 	if err := a.Fenced(ctx, clientv3.OpPut("/x", "y")); !errors.Is(err, lock.ErrNotHolder) {
 		t.Errorf("fenced write after expiry: %v, want ErrNotHolder", err)
