@@ -16,9 +16,9 @@ import (
 //
 // The flow, in order: check -> stage gently (locked) -> wait for a window ->
 // take a slot (followers first) -> check quorum and health -> pre-reboot
-// hooks -> re-check window,
-// leadership and quorum -> fence the slot -> finalize (reboot) -> after boot: booted is the
-// target and the member is healthy -> release.
+// hooks -> re-check window, leadership and quorum -> fence the slot ->
+// finalize (reboot) -> after boot: booted is the target and the member is
+// healthy -> release.
 func Decide(st state.State, ev Event, obs Obs, pol Policy, now time.Time) (state.State, Action) {
 	d := decider{st: st.Clone(), obs: obs, pol: pol, now: now}
 	if d.pol.Window == nil {

@@ -321,7 +321,7 @@ func TestDecide(t *testing.T) {
 				}
 			}},
 		{name: "released after set aside: discard the staged deployment", st: rec(state.Releasing, failed(3, true)), ev: Released{}, os: staged,
-			wantPhase: state.Idle, wantAct: ActCleanup},
+			wantPhase: state.Idle, wantAct: ActCleanup, wantWhy: "set aside after 3 failures"},
 		{name: "staged target set aside: discard it, never retry it", st: rec(state.Staged, failed(3, true)), ev: Ticked{}, os: staged,
 			wantPhase: state.Idle, wantAct: ActCleanup, wantWhy: "set aside after 3 failures",
 			check: func(t *testing.T, s state.State, a Action) {

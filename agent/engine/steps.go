@@ -318,9 +318,12 @@ func (d *decider) released() Action {
 		d.st.Phase = state.Staged
 		return d.staged()
 	case s != nil && d.st.Phase != state.Idle:
-		// Not ours, or possibly unlocked: never leave it for an unplanned
-		// reboot to apply.
+		// Not ours, possibly unlocked, or set aside: never leave it for an
+		// unplanned reboot to apply.
 		d.st.Phase, d.st.Locked = state.Idle, ""
+		if f := d.st.Failures[d.st.Target.Checksum]; f.SetAside && s.Checksum == d.st.Target.Checksum {
+			return Action{Kind: ActCleanup, Reason: fmt.Sprintf("update %s set aside after %d failures; discarding its staged deployment", s.Checksum, f.Count)}
+		}
 		return Action{Kind: ActCleanup, Reason: "discarding a staged deployment the agent did not lock"}
 	}
 	d.st.Phase, d.st.Locked = state.Idle, ""
