@@ -3,6 +3,7 @@ package stage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -487,5 +488,125 @@ func TestNewRejects(t *testing.T) {
 	s := e.stager(t, nil)
 	if _, err := s.Run(context.Background(), nil); err == nil {
 		t.Error("empty argv accepted")
+	}
+}
+
+// The guard thaws on its way out, but when that fails the window's undo
+// must still thaw: the journal goes with the undo, and nothing would thaw
+// rpm-ostreed afterwards.
+func TestUndoThawsWhatTheGuardLeftFrozen(t *testing.T) {
+	e := newEnv(t)
+	e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
+		e.sys.mu.Lock()
+		e.sys.units[daemonUnit].frozen = true
+		e.sys.mu.Unlock()
+		return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
+	}
+	if _, err := e.stager(t, fakeDaemon{idle: false}).Run(context.Background(), argv); err != nil {
+		t.Fatal(err)
+	}
+	e.assertUndone(t)
+}
+
+// A journal that cannot be read names nothing, but the units this stager
+// freezes are known: a frozen rpm-ostreed must not outlive a bad file.
+func TestRecoverThawsWithUnreadableJournal(t *testing.T) {
+	e := newEnv(t)
+	e.sys.units[daemonUnit].frozen = true
+	if err := os.MkdirAll(e.stateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.stateDir, "staging-undo.json"), []byte(`{"staging_unit": "upd`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.stager(t, nil).Recover(context.Background()); err == nil {
+		t.Error("recover with an unreadable journal: no error")
+	}
+	if e.sys.units[daemonUnit].frozen {
+		t.Errorf("%s left frozen: %v", daemonUnit, e.sys.calls)
+	}
+}
+
+// blockedDaemon is rpm-ostree asked while rpm-ostreed is frozen: it never
+// answers (here: it fails the test instead of hanging).
+type blockedDaemon struct {
+	t   *testing.T
+	sys *fakeSystemd
+}
+
+func (d blockedDaemon) Idle(context.Context) (bool, error) {
+	d.sys.mu.Lock()
+	defer d.sys.mu.Unlock()
+	if d.sys.units[daemonUnit].frozen {
+		d.t.Error("rpm-ostree asked while rpm-ostreed is frozen: it would never answer")
+		return false, errors.New("frozen")
+	}
+	return true, nil
+}
+
+// A process killed while the guard had both units frozen: what the next
+// start runs first thaws them before anything asks rpm-ostree, and undoes
+// the window (the daemon restarted to take the policy is restarted again).
+func TestRecoverAtStartAfterKillDuringFreeze(t *testing.T) {
+	e := newEnv(t)
+	e.sys.finish = func(ctx context.Context) (systemd.UnitStatus, error) {
+		<-ctx.Done()
+		return systemd.UnitStatus{}, ctx.Err()
+	}
+	// What the killed process left: its journal (written before each
+	// change), the policy in place, both units frozen by the guard.
+	s := e.stager(t, fakeDaemon{idle: true})
+	j := &journal{}
+	if err := s.applyDaemonPolicy(context.Background(), j, e.opts.Policy); err != nil {
+		t.Fatal(err)
+	}
+	j.StagingUnit = stagingUnit
+	if err := s.saveJournal(j); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sys.StartTransient(context.Background(), systemd.TransientService{Name: stagingUnit, Argv: argv}); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{stagingUnit, daemonUnit} {
+		if err := e.sys.Freeze(context.Background(), u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !j.DaemonRestarted {
+		t.Fatal("setup: the idle daemon was not restarted to take the policy")
+	}
+
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s2 := e.stager(t, blockedDaemon{t: t, sys: e.sys})
+	RecoverAtStart(context.Background(), log, s2.Recover)
+	e.sys.mu.Lock()
+	frozen := e.sys.units[daemonUnit].frozen
+	e.sys.mu.Unlock()
+	if frozen {
+		t.Fatalf("%s still frozen after RecoverAtStart: %v", daemonUnit, e.sys.calls)
+	}
+	if _, err := os.Stat(e.dropIn()); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("drop-in left: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(e.stateDir, "staging-undo.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("undo journal left: %v", err)
+	}
+	if e.sys.called("Stop "+stagingUnit) == 0 || e.sys.called("Restart "+daemonUnit) != 2 {
+		t.Errorf("the staging unit was not stopped or the daemon not restarted without the policy: %v", e.sys.calls)
+	}
+}
+
+// Another process staging on the host is not a failure at start.
+func TestRecoverAtStartBusyAndBounded(t *testing.T) {
+	var b strings.Builder
+	log := slog.New(slog.NewTextHandler(&b, nil))
+	RecoverAtStart(context.Background(), log, func(ctx context.Context) error {
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("recover at start has no deadline: a hung systemd would hold the start forever")
+		}
+		return fmt.Errorf("recovering: %w", ErrBusy)
+	})
+	if !strings.Contains(b.String(), "level=INFO") || !strings.Contains(b.String(), "another process stages") {
+		t.Errorf("busy logged as %q", b.String())
 	}
 }

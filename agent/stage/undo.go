@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 
@@ -14,7 +16,9 @@ import (
 // that was recorded but never made. The journal goes only when all
 // succeeded; otherwise it stays for Recover on the next start.
 func (s *Stager) undo(ctx context.Context, j *journal) error {
-	var errs []error
+	// First: a unit the guard failed to thaw on its way out would hold the
+	// update (and every later rpm-ostree call) forever.
+	errs := s.thawNamed(ctx, j.StagingUnit, j.DaemonUnit)
 	if j.Fsync != nil {
 		args := []string{"unset", fsyncKey}
 		if j.Fsync.WasSet {
@@ -101,6 +105,9 @@ func (s *Stager) Recover(ctx context.Context) error {
 func (s *Stager) recover(ctx context.Context) error {
 	j, err := s.loadJournal()
 	if err != nil {
+		// Unreadable: what it names is unknown, but the units this stager
+		// would have frozen are known; a frozen rpm-ostreed never answers.
+		s.thawNamed(ctx, s.o.StagingUnit, s.o.DaemonUnit)
 		return err
 	}
 	if j == nil {
@@ -113,12 +120,9 @@ func (s *Stager) recover(ctx context.Context) error {
 	}
 	s.log.Warn("undoing what an interrupted staging left behind", "staging_unit", j.StagingUnit,
 		"daemon_unit", j.DaemonUnit, "drop_in", j.DropIn, "scheduler", j.Scheduler)
-	for _, u := range []string{j.StagingUnit, j.DaemonUnit} {
-		if u != "" {
-			// Thawing a unit that is not frozen (or not running) fails
-			// harmlessly; one left frozen would hold the update forever.
-			_ = s.d.Systemd.Thaw(ctx, u)
-		}
+	// Before anything else: a unit left frozen would hold the update forever.
+	if errs := s.thawNamed(ctx, j.StagingUnit, j.DaemonUnit); len(errs) > 0 {
+		return fmt.Errorf("recovering: %w", errors.Join(errs...))
 	}
 	if j.StagingUnit != "" {
 		st, err := s.d.Systemd.Status(ctx, j.StagingUnit)
@@ -139,4 +143,54 @@ func (s *Stager) recover(ctx context.Context) error {
 		return fmt.Errorf("recovering: %w", err)
 	}
 	return nil
+}
+
+// thawNamed thaws those of units that systemd reports frozen (or freezing);
+// a unit that is gone, or not frozen, needs nothing. It returns what failed.
+func (s *Stager) thawNamed(ctx context.Context, units ...string) []error {
+	var errs []error
+	for _, u := range units {
+		if u == "" {
+			continue
+		}
+		st, err := s.d.Systemd.Status(ctx, u)
+		if err != nil {
+			// Unknown state: thaw anyway (harmless when not frozen).
+			if terr := s.d.Systemd.Thaw(ctx, u); terr != nil {
+				errs = append(errs, errors.Join(err, terr))
+			}
+			continue
+		}
+		if st.LoadState != "loaded" || st.FreezerState == "" || st.FreezerState == "running" {
+			continue
+		}
+		s.log.Warn("thawing a unit left frozen", "systemd_unit", u, "freezer_state", st.FreezerState)
+		if err := s.d.Systemd.Thaw(ctx, u); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// RecoverTimeout bounds RecoverAtStart: systemd's start timeout must leave
+// room for the first rpm-ostree status after it.
+const RecoverTimeout = 30 * time.Second
+
+// RecoverAtStart is the first thing the daemon and stage-once do, before
+// they talk to rpm-ostree: a process killed while the guard had rpm-ostreed
+// frozen (SIGKILL, OOM, a panic, the watchdog) leaves it frozen, and a
+// frozen rpm-ostreed never answers. recover is Stager.Recover (or the
+// daemon's adapter of it). A failure is logged, not fatal: the engine
+// retries its recover step, and the next start this one.
+func RecoverAtStart(ctx context.Context, log *slog.Logger, recover func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(ctx, RecoverTimeout)
+	defer cancel()
+	switch err := recover(ctx); {
+	case err == nil:
+	case errors.Is(err, ErrBusy):
+		// The other process (stage-once, or the daemon) owns the window.
+		log.Info("not undoing a staging at start: another process stages", "err", err)
+	default:
+		log.Warn("undoing an interrupted staging at start failed; retried later", "err", err)
+	}
 }

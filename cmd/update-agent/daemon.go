@@ -15,6 +15,7 @@ import (
 	"github.com/update-agent/update-agent/agent/control"
 	"github.com/update-agent/update-agent/agent/logging"
 	"github.com/update-agent/update-agent/agent/sdnotify"
+	"github.com/update-agent/update-agent/agent/stage"
 )
 
 // firstStatusTimeout bounds the wait for rpm-ostree at start (rpm-ostreed
@@ -68,6 +69,9 @@ func runDaemon(env *cmdEnv, args []string) error {
 	}
 	defer a.close()
 
+	// Before rpm-ostree is asked anything: a killed predecessor may have
+	// left rpm-ostreed frozen, and then status would never answer.
+	stage.RecoverAtStart(ctx, a.log, a.stager.Recover)
 	first, err := a.firstStatus(ctx, firstStatusTimeout)
 	if err != nil {
 		return err

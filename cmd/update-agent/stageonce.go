@@ -66,6 +66,9 @@ func runStageOnce(env *cmdEnv, args []string) error {
 	if err != nil {
 		return configError{err}
 	}
+	// Before anything asks rpm-ostree (StageArgv does not; the daemon-idle
+	// check does): a killed run may have left rpm-ostreed frozen.
+	stage.RecoverAtStart(ctx, log, s.Recover)
 	rep, err := s.Run(ctx, client.StageArgv(req))
 	what := "staged"
 	if rep.Unit.ExecMainStatus == rpmostree.ExitUnchanged {
