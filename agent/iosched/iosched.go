@@ -14,6 +14,7 @@ import (
 
 	"github.com/update-agent/update-agent/agent/atomicfile"
 	"github.com/update-agent/update-agent/agent/oplog"
+	"github.com/update-agent/update-agent/agent/state"
 )
 
 // Runner runs external commands as logged operations (oplog.Runner).
@@ -41,6 +42,9 @@ type Options struct {
 	ModprobeArgv []string
 	Runner       Runner
 	Log          *slog.Logger
+	// BootIDPath is where the current boot's ID is read (tests); ""
+	// is the kernel's. The record is of kernel state: a reboot resets it.
+	BootIDPath string
 }
 
 // Change is one disk's original settings ("" / 0: not changed).
@@ -53,6 +57,9 @@ type Change struct {
 
 // State is what the state file holds.
 type State struct {
+	// BootID is the boot the originals were read in; "" in records
+	// written before it was kept (taken as the current boot's).
+	BootID  string   `json:"boot_id,omitempty"`
 	Changes []Change `json:"changes"`
 }
 
@@ -134,7 +141,7 @@ func Apply(ctx context.Context, o Options, disks []string) error {
 	if o.Scheduler == "" && o.NrRequests == 0 && o.MaxSectorsKB == 0 {
 		return nil
 	}
-	st, err := load(o.StateFile)
+	st, err := o.loadCurrent()
 	if err != nil {
 		return err
 	}
@@ -230,8 +237,13 @@ func (o Options) load(ctx context.Context, disk string, offered []string) error 
 // Restore puts back what the state file records and removes it. No state
 // file means nothing to restore. It restores every disk it can and reports
 // all failures; the state file stays when any failed, for the next try.
+//
+// A record of an earlier boot is dropped, not restored: the kernel started
+// over with its own defaults, which an old boot's values must not replace.
+// A disk that is gone (unplugged, or renamed) is skipped with a warning: it
+// has nothing to restore, and failing on it would fail every retry forever.
 func Restore(o Options) error {
-	st, err := load(o.StateFile)
+	st, err := o.loadCurrent()
 	if err != nil || len(st.Changes) == 0 {
 		if err == nil {
 			err = removeState(o.StateFile)
@@ -240,6 +252,11 @@ func Restore(o Options) error {
 	}
 	var errs []error
 	for _, c := range st.Changes {
+		if _, err := os.Stat(filepath.Join(o.sys(), "block", c.Disk)); errors.Is(err, fs.ErrNotExist) {
+			o.log().Warn("not restoring the queue settings of a disk that is gone", "disk", c.Disk,
+				"scheduler", c.Scheduler, "nr_requests", c.NrRequests, "max_sectors_kb", c.MaxSectorsKB)
+			continue
+		}
 		if c.Scheduler != "" {
 			if cur, _, err := o.readScheduler(c.Disk); err != nil {
 				errs = append(errs, err)
@@ -258,6 +275,33 @@ func Restore(o Options) error {
 		return fmt.Errorf("restoring disk queue settings: %w", err)
 	}
 	return removeState(o.StateFile)
+}
+
+// loadCurrent loads the state file, dropping (with a warning) a record
+// made in another boot, and stamps it with the current boot.
+func (o Options) loadCurrent() (State, error) {
+	st, err := load(o.StateFile)
+	if err != nil {
+		return st, err
+	}
+	p := o.BootIDPath
+	if p == "" {
+		p = state.BootIDPath
+	}
+	boot, err := state.ReadBootID(p)
+	if err != nil {
+		// Unknown boot: the record is kept and restored, as before boot
+		// IDs were recorded; a wrong restore is a scheduler, not a hang.
+		o.log().Warn("scheduler state kept without a boot ID to check it against", "err", err)
+		return st, nil
+	}
+	if st.BootID != "" && st.BootID != boot && len(st.Changes) > 0 {
+		o.log().Warn("dropping the disk queue settings recorded in an earlier boot; the kernel reset them",
+			"state_file", o.StateFile, "recorded_boot_id", st.BootID, "changes", len(st.Changes))
+		st.Changes = nil
+	}
+	st.BootID = boot
+	return st, nil
 }
 
 func contains(l []string, s string) bool {

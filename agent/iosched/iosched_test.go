@@ -167,7 +167,8 @@ func read(t *testing.T, sys, disk, name string) string {
 func TestApplyRestore(t *testing.T) {
 	sys := fakeSys(t)
 	mp := &fakeModprobe{sys: sys}
-	o := Options{SysRoot: sys, Scheduler: "bfq", NrRequests: 16, MaxSectorsKB: 64,
+	boot := bootID(t, "boot-1")
+	o := Options{SysRoot: sys, Scheduler: "bfq", NrRequests: 16, MaxSectorsKB: 64, BootIDPath: boot,
 		StateFile: filepath.Join(t.TempDir(), "state", "iosched.json"), ModprobeArgv: []string{"/sbin/modprobe"}, Runner: mp}
 	if err := Apply(context.Background(), o, []string{"vda", "vdb"}); err != nil {
 		t.Fatal(err)
@@ -195,7 +196,7 @@ func TestApplyRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := State{Changes: []Change{{"vda", "mq-deadline", 256, 1280}, {"vdb", "mq-deadline", 256, 1280}}}
+	want := State{BootID: "boot-1", Changes: []Change{{"vda", "mq-deadline", 256, 1280}, {"vdb", "mq-deadline", 256, 1280}}}
 	if !reflect.DeepEqual(st, want) {
 		t.Errorf("state %+v, want %+v", st, want)
 	}
@@ -209,7 +210,7 @@ func TestApplyRestore(t *testing.T) {
 	}
 
 	// Restore needs nothing but the options: a fresh process after a crash.
-	if err := Restore(Options{SysRoot: sys, StateFile: o.StateFile}); err != nil {
+	if err := Restore(Options{SysRoot: sys, StateFile: o.StateFile, BootIDPath: boot}); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []string{"vda", "vdb"} {
@@ -264,5 +265,97 @@ func TestApplyErrors(t *testing.T) {
 	}
 	if got := read(t, sys, "vdc", "scheduler"); got != "none" {
 		t.Errorf("vdc scheduler %q", got)
+	}
+}
+
+// bootID writes a boot_id file holding id and returns its path.
+func bootID(t *testing.T, id string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "boot_id")
+	if err := os.WriteFile(p, []byte(id+"\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Restore must never wedge: a disk gone since Apply is skipped (the others
+// restored, the record removed), and a record of an earlier boot is dropped
+// instead of putting an old boot's settings on the kernel's fresh ones.
+func TestRestoreNeverWedges(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// between Apply and Restore: in the sysfs tree and to the boot ID.
+		gone   string // disk removed from /sys/block
+		reboot bool
+		// want after Restore
+		vda, vdb string // scheduler ("" when gone)
+	}{
+		{name: "same boot", vda: "mq-deadline", vdb: "mq-deadline"},
+		{name: "disk gone", gone: "vdb", vda: "mq-deadline"},
+		{name: "disk renamed", gone: "vda", vdb: "mq-deadline"},
+		{name: "rebooted", reboot: true, vda: "kernel-default", vdb: "kernel-default"},
+		{name: "rebooted and disk gone", reboot: true, gone: "vdb", vda: "kernel-default"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sys := fakeSys(t)
+			boot := bootID(t, "boot-1")
+			o := Options{SysRoot: sys, Scheduler: "bfq", NrRequests: 16, BootIDPath: boot,
+				StateFile: filepath.Join(t.TempDir(), "iosched.json"), ModprobeArgv: []string{"modprobe"}, Runner: &fakeModprobe{sys: sys}}
+			if err := Apply(context.Background(), o, []string{"vda", "vdb"}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.reboot {
+				if err := os.WriteFile(boot, []byte("boot-2\n"), 0o444); err != nil {
+					t.Fatal(err)
+				}
+				// The kernel's own choice at boot, not the recorded one.
+				for _, d := range []string{"vda", "vdb"} {
+					if err := os.WriteFile(filepath.Join(sys, "block", d, "queue", "scheduler"), []byte("kernel-default"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if tc.gone != "" {
+				if err := os.Remove(filepath.Join(sys, "block", tc.gone)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := Restore(o); err != nil {
+				t.Fatalf("restore: %v", err)
+			}
+			for d, want := range map[string]string{"vda": tc.vda, "vdb": tc.vdb} {
+				if d == tc.gone {
+					continue
+				}
+				if got := read(t, sys, d, "scheduler"); got != want {
+					t.Errorf("%s scheduler after restore %q, want %q", d, got, want)
+				}
+			}
+			if _, err := os.Stat(o.StateFile); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("state file left: %v", err)
+			}
+		})
+	}
+}
+
+// Apply after a reboot records the settings of this boot: an earlier boot's
+// record is not "the true originals" any more.
+func TestApplyDropsAnEarlierBootsRecord(t *testing.T) {
+	sys := fakeSys(t)
+	boot := bootID(t, "boot-2")
+	o := Options{SysRoot: sys, NrRequests: 16, BootIDPath: boot, StateFile: filepath.Join(t.TempDir(), "iosched.json")}
+	if err := save(o.StateFile, State{BootID: "boot-1", Changes: []Change{{Disk: "vda", NrRequests: 64}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(context.Background(), o, []string{"vda"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := load(o.StateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := State{BootID: "boot-2", Changes: []Change{{Disk: "vda", NrRequests: 256}}}
+	if !reflect.DeepEqual(st, want) {
+		t.Errorf("state %+v, want %+v", st, want)
 	}
 }
