@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/update-agent/update-agent/agent/atomicfile"
+	"github.com/update-agent/update-agent/agent/state"
 	"github.com/update-agent/update-agent/agent/systemd"
 )
 
@@ -16,6 +17,10 @@ import (
 // (so a crash in between still leaves a record) and removed once all is
 // undone. Every undo step tolerates a change that never happened.
 type journal struct {
+	// BootID is the boot the window was opened in. Units, frozen state,
+	// runtime properties and the drop-in under /run do not outlive it; a
+	// record of an earlier boot is not applied to this one.
+	BootID      string `json:"boot_id,omitempty"`
 	StagingUnit string `json:"staging_unit,omitempty"`
 	DaemonUnit  string `json:"daemon_unit,omitempty"`
 	// Scheduler: iosched has its own state file; this says to restore it.
@@ -85,4 +90,28 @@ func (s *Stager) removeJournal() error {
 		return fmt.Errorf("removing %s: %w", s.journalPath(), err)
 	}
 	return nil
+}
+
+// bootID is the current boot's ID, "" when it cannot be read (then records
+// are taken as this boot's, as before boot IDs were kept).
+func (s *Stager) bootID() string {
+	id, err := state.ReadBootID(s.o.BootIDPath)
+	if err != nil {
+		s.log.Warn("staging records kept without a boot ID to check them against", "err", err)
+		return ""
+	}
+	return id
+}
+
+// dropEarlierBoot clears from j what the reboot since it was written has
+// already undone: what is left is persistent (the repo's fsync setting;
+// the scheduler keeps its own boot-checked record).
+func (s *Stager) dropEarlierBoot(j *journal) {
+	boot := s.bootID()
+	if j.BootID == "" || boot == "" || j.BootID == boot {
+		return
+	}
+	s.log.Warn("dropping the runtime records of a staging in an earlier boot; the reboot undid them",
+		"recorded_boot_id", j.BootID, "staging_unit", j.StagingUnit, "daemon_unit", j.DaemonUnit, "runtime_units", len(j.Runtime))
+	j.StagingUnit, j.DaemonUnit, j.DropIn, j.DaemonRestarted, j.Runtime = "", "", "", false, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/iosched"
 	"github.com/update-agent/update-agent/agent/oplog"
+	"github.com/update-agent/update-agent/agent/state"
 	"github.com/update-agent/update-agent/agent/systemd"
 )
 
@@ -105,6 +106,9 @@ type Options struct {
 
 	// StateDir keeps the undo journal and the scheduler state.
 	StateDir string
+	// BootIDPath is where the current boot's ID is read; "" is the
+	// kernel's. Records of runtime state are tied to it.
+	BootIDPath string
 	// RuntimeUnitDir and RuntimeControlDir default to systemd's.
 	RuntimeUnitDir    string
 	RuntimeControlDir string
@@ -170,6 +174,9 @@ func New(o Options, d Deps) (*Stager, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if o.BootIDPath == "" {
+		o.BootIDPath = state.BootIDPath
+	}
 	if o.StateDir == "" {
 		return nil, errors.New("staging: no state directory")
 	}
@@ -190,7 +197,7 @@ func New(o Options, d Deps) (*Stager, error) {
 			Resolver: iosched.Resolver{SysRoot: o.SysRoot},
 			Options: iosched.Options{SysRoot: o.SysRoot, Scheduler: o.Scheduler, NrRequests: o.NrRequests,
 				MaxSectorsKB: o.MaxSectorsKB, Keep: o.KeepScheduler, StateFile: filepath.Join(o.StateDir, "iosched.json"),
-				ModprobeArgv: o.ModprobeArgv, Runner: d.Runner, Log: o.Log},
+				ModprobeArgv: o.ModprobeArgv, Runner: d.Runner, Log: o.Log, BootIDPath: o.BootIDPath},
 		}
 	}
 	return s, nil
@@ -234,7 +241,7 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 	if err := s.recover(ctx); err != nil {
 		return rep, fmt.Errorf("staging: undoing an earlier staging first: %w", err)
 	}
-	j := &journal{}
+	j := &journal{BootID: s.bootID()}
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()

@@ -610,3 +610,42 @@ func TestRecoverAtStartBusyAndBounded(t *testing.T) {
 		t.Errorf("busy logged as %q", b.String())
 	}
 }
+
+// After a reboot, the journal's runtime records describe a boot that is
+// gone: its units, frozen state, runtime properties and /run drop-in went
+// with it. They are dropped, not set on this boot's units; what persists
+// (the repo's fsync setting) is still restored.
+func TestRecoverAfterRebootDropsRuntimeRecords(t *testing.T) {
+	e := newEnv(t)
+	boot := filepath.Join(t.TempDir(), "boot_id")
+	if err := os.WriteFile(boot, []byte("boot-2\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	e.opts.BootIDPath = boot
+	e.ostree.conf[fsyncKey] = "true"
+	// This boot's own setting on etcd's unit, not the staging's.
+	e.sys.units[etcdUnit].props["IOWeight"] = systemd.SavedProp{Name: "IOWeight", Uint: 50}
+	s := e.stager(t, fakeDaemon{idle: true})
+	j := &journal{BootID: "boot-1", StagingUnit: stagingUnit, DaemonUnit: daemonUnit, DaemonRestarted: true,
+		DropIn:  e.dropIn(),
+		Runtime: []runtimeChange{{Unit: etcdUnit, Old: []systemd.SavedProp{{Name: "IOWeight", Uint: 100}}}},
+		Fsync:   &fsyncChange{Repo: "/ostree/repo"}}
+	if err := s.saveJournal(j); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.sys.called("SetRuntime") + e.sys.called("Restart") + e.sys.called("Stop"); n != 0 {
+		t.Errorf("an earlier boot's runtime records were applied: %v", e.sys.calls)
+	}
+	if w := e.sys.units[etcdUnit].props["IOWeight"].Uint; w != 50 {
+		t.Errorf("etcd's IOWeight %d, want this boot's 50", w)
+	}
+	if v, ok := e.ostree.conf[fsyncKey]; ok {
+		t.Errorf("per-object fsync (persistent) not restored: %q", v)
+	}
+	if _, err := os.Stat(filepath.Join(e.stateDir, "staging-undo.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("undo journal left: %v", err)
+	}
+}

@@ -118,6 +118,7 @@ func (s *Stager) recover(ctx context.Context) error {
 		}
 		return nil
 	}
+	s.dropEarlierBoot(j)
 	s.log.Warn("undoing what an interrupted staging left behind", "staging_unit", j.StagingUnit,
 		"daemon_unit", j.DaemonUnit, "drop_in", j.DropIn, "scheduler", j.Scheduler)
 	// Before anything else: a unit left frozen would hold the update forever.
