@@ -130,7 +130,9 @@ func newStager(cfg *config.Config, root, stateDir string, client *rpmostree.Clie
 		Image:          image,
 		AllowDowngrade: cfg.Updates.AllowDowngrade,
 		Make: func(ctx context.Context) (*stage.Stager, error) {
-			conn, err := systemd.Dial(ctx)
+			// The bus connection lives as long as ctx: the stager outlives
+			// the call that first needs it (the bounded recover at start).
+			conn, err := systemd.Dial(context.WithoutCancel(ctx))
 			if err != nil {
 				return nil, err
 			}
