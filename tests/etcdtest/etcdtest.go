@@ -38,6 +38,9 @@ type Options struct {
 	// AuthRootPassword, when set, creates user root with this password and
 	// enables authentication.
 	AuthRootPassword string
+	// QuotaBackendBytes, when set, is every member's backend quota: a
+	// small one lets a test fill the database and raise a real NOSPACE.
+	QuotaBackendBytes int64
 }
 
 // TLSFiles are PEM files for the server side of client connections.
@@ -144,6 +147,7 @@ func (c *Cluster) start(i int, state string) error {
 	// Coordination is under test, not durability; fsync on a shared CI disk
 	// only adds spurious elections.
 	cfg.UnsafeNoFsync = true
+	cfg.QuotaBackendBytes = c.opts.QuotaBackendBytes
 	cfg.ListenMetricsUrls = nil
 	if c.opts.TLS != nil {
 		cfg.ClientTLSInfo.CertFile = c.opts.TLS.CertFile
