@@ -18,6 +18,7 @@ type Config struct {
 	Etcd    Etcd    `toml:"etcd"`
 	Leader  Leader  `toml:"leader"`
 	Reboot  Reboot  `toml:"reboot"`
+	Gates   Gates   `toml:"gates"`
 	Metrics Metrics `toml:"metrics"`
 	// FleetLock serves zincati's FleetLock protocol (fleetlock.go).
 	FleetLock FleetLock `toml:"fleetlock"`
@@ -144,6 +145,10 @@ type Lock struct {
 	// RebootLeaseTTL is the reboot budget: the slot survives the holder's
 	// reboot and expires if it never comes back within this time.
 	RebootLeaseTTL Duration `toml:"reboot_lease_ttl"`
+	// MinInterval spaces a group's reboots: the next holder waits until
+	// this long after the previous one released (kept by an etcd lease, so
+	// hosts' clocks do not matter). 0 = no spacing.
+	MinInterval Duration `toml:"min_interval"`
 }
 
 // Etcd is how to reach the cluster (for the lock and member health).
@@ -187,6 +192,31 @@ type Reboot struct {
 	TimeZone string       `toml:"time_zone"`
 	Windows  []WindowSpec `toml:"windows"`
 	Hooks    []Hook       `toml:"hooks"`
+	// NotifyUsers writes a line to /run/motd.d/ and a wall message before
+	// the reboot.
+	NotifyUsers bool `toml:"notify_users"`
+	// LoggedInDelay is how long to wait for logged-in users to leave
+	// before rebooting anyway, as zincati does; 0 = do not wait.
+	LoggedInDelay Duration `toml:"logged_in_delay"`
+}
+
+// Gates hold a reboot while the cluster is in trouble (besides quorum and
+// member health, always checked, and active etcd alarms, always checked
+// when etcd is configured).
+type Gates struct {
+	// AlertmanagerURL is Alertmanager's base URL (API v2); "" = no alert
+	// gate.
+	AlertmanagerURL string `toml:"alertmanager_url"`
+	// AlertRegexp selects the alert names that block; "" = every firing
+	// alert blocks (silenced and inhibited alerts never do).
+	AlertRegexp string `toml:"alert_regexp"`
+	CAFile      string `toml:"ca_file"`
+	CertFile    string `toml:"cert_file"`
+	KeyFile     string `toml:"key_file"`
+	// Timeout bounds one request to Alertmanager.
+	Timeout Duration `toml:"timeout"`
+	// Commands must all exit 0 for the node to go.
+	Commands []Hook `toml:"commands"`
 }
 
 // WindowSpec is a maintenance window as written in TOML; see Window.
@@ -275,7 +305,12 @@ func Default() *Config {
 			Strategy: StrategyImmediate,
 			TimeZone: "UTC",
 			Windows:  []WindowSpec{},
-			Hooks:    []Hook{},
+			Hooks:       []Hook{},
+			NotifyUsers: true,
+		},
+		Gates: Gates{
+			Timeout:  Duration(10 * time.Second),
+			Commands: []Hook{},
 		},
 		Metrics: Metrics{
 			Listen: "unix:/run/update-agent/metrics.sock",

@@ -151,6 +151,7 @@ func (c *Config) check(root string) ([]error, []string) {
 	k.lock(&c.Lock)
 	k.etcd(&c.Etcd)
 	k.reboot(&c.Reboot)
+	k.gates(&c.Gates)
 	k.metrics(&c.Metrics)
 	k.fleetLock(&c.FleetLock)
 	return k.errs, k.warns
@@ -271,6 +272,10 @@ func (k *checker) lock(l *Lock) {
 	case ttl%time.Second != 0:
 		k.fail("lock.reboot_lease_ttl", "must be whole seconds (etcd lease TTLs are), got %q", l.RebootLeaseTTL.String())
 	}
+	// min_interval is an etcd lease TTL too.
+	if d := l.MinInterval.D(); d != 0 && (d < MinRebootLeaseTTL || d%time.Second != 0) {
+		k.fail("lock.min_interval", "must be \"0s\" or whole seconds >= %s (it is an etcd lease TTL), got %q", Duration(MinRebootLeaseTTL), l.MinInterval.String())
+	}
 }
 
 // checkURL accepts http(s)://host:port[/path]; an etcd endpoint needs the
@@ -322,12 +327,19 @@ func (k *checker) reboot(r *Reboot) {
 	case r.Strategy == StrategyImmediate && len(r.Windows) > 0:
 		k.warn("reboot.windows", "ignored while reboot.strategy is \"immediate\"")
 	}
-	for i, h := range r.Hooks {
-		key := fmt.Sprintf("reboot.hooks[%d].", i)
+	k.commands("reboot.hooks", r.Hooks)
+	k.nonNegative("reboot.logged_in_delay", r.LoggedInDelay)
+}
+
+// commands checks hooks and gate commands: argv by absolute path (no shell,
+// no PATH) and a timeout.
+func (k *checker) commands(key string, cmds []Hook) {
+	for i, h := range cmds {
+		key := fmt.Sprintf("%s[%d].", key, i)
 		if len(h.Argv) == 0 {
 			k.fail(key+"argv", "must not be empty (argv[0] is the program)")
 		} else if !filepath.IsAbs(h.Argv[0]) {
-			k.fail(key+"argv", "argv[0] must be an absolute path (hooks run without a shell or PATH), got %q", h.Argv[0])
+			k.fail(key+"argv", "argv[0] must be an absolute path (they run without a shell or PATH), got %q", h.Argv[0])
 		}
 		k.positive(key+"timeout", h.Timeout)
 	}
