@@ -302,9 +302,9 @@ func Default() *Config {
 			RequireQuorum:  true,
 		},
 		Reboot: Reboot{
-			Strategy: StrategyImmediate,
-			TimeZone: "UTC",
-			Windows:  []WindowSpec{},
+			Strategy:    StrategyImmediate,
+			TimeZone:    "UTC",
+			Windows:     []WindowSpec{},
 			Hooks:       []Hook{},
 			NotifyUsers: true,
 		},
