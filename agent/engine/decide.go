@@ -168,6 +168,8 @@ func (d *decider) decide(ev Event) Action {
 		switch {
 		case ev.Err != nil:
 			return d.retry("checking the local etcd member", ev.Err)
+		case ev.BootPending:
+			return d.wait(d.now.Add(d.pol.RecheckInterval), "holding the slot until systemd reports the boot complete (boot-complete.target)")
 		case !ev.Healthy:
 			return d.wait(d.now.Add(d.pol.RecheckInterval), "holding the slot until the local etcd member is healthy: "+ev.Reason)
 		}
@@ -178,7 +180,9 @@ func (d *decider) decide(ev Event) Action {
 		delete(d.st.Failures, d.st.Target.Checksum)
 		d.st.Phase, d.st.Locked, d.st.LastError = state.Releasing, "", ""
 		d.st.NextCheck = d.nextCheck()
-		return d.release()
+		act := d.release()
+		act.Rebooted = act.Kind == ActRelease // the group's spacing starts now
+		return act
 	case Released:
 		if ev.Err != nil {
 			return d.retry("releasing the reboot slot", ev.Err)

@@ -40,6 +40,8 @@ type Options struct {
 	Lock    Lock    // default NoLock (locking disabled)
 	Cluster Cluster // default NoCluster (no etcd member on this host)
 	Hooks   Hooks   // default NoHooks
+	Gates   Gates   // default NoGates
+	Host    Host    // default NoHost
 	Store   Store
 	// BootID returns the current boot's ID (state.ReadBootID).
 	BootID  func() (string, error)
@@ -91,6 +93,12 @@ func New(o Options) *Engine {
 	}
 	if o.Hooks == nil {
 		o.Hooks = NoHooks{}
+	}
+	if o.Gates == nil {
+		o.Gates = NoGates{}
+	}
+	if o.Host == nil {
+		o.Host = NoHost{}
 	}
 	if o.Clock == nil {
 		o.Clock = clockwork.NewRealClock()
@@ -281,10 +289,28 @@ func (e *Engine) do(ctx context.Context, st state.State, act Action) Event {
 	case ActFence:
 		return FenceDone{Err: e.busy(ctx, func() error { return o.Lock.Fence(ctx) })}
 	case ActFinalize:
-		return FinalizeDone{Err: e.busy(ctx, func() error { return o.OS.Finalize(ctx, st.Locked) })}
+		// Telling people is best effort: it never holds the reboot.
+		if err := e.busy(ctx, func() error { return o.Host.Announce(ctx, st.Locked) }); err != nil {
+			e.log.Warn("telling logged-in users about the reboot", "err", err)
+		}
+		err := e.busy(ctx, func() error { return o.OS.Finalize(ctx, st.Locked) })
+		if err != nil {
+			if uerr := o.Host.Unannounce(); uerr != nil {
+				e.log.Warn("taking back the reboot announcement", "err", uerr)
+			}
+		}
+		return FinalizeDone{Err: err}
 	case ActVerify:
 		var ev VerifyDone
-		ev.Err = e.busy(ctx, func() (err error) { ev.Healthy, ev.Reason, err = o.Cluster.LocalHealthy(ctx); return err })
+		ev.Err = e.busy(ctx, func() (err error) {
+			done, err := o.Host.BootComplete(ctx)
+			if err != nil || !done {
+				ev.BootPending = true
+				return err
+			}
+			ev.Healthy, ev.Reason, err = o.Cluster.LocalHealthy(ctx)
+			return err
+		})
 		return ev
 	case ActRelease:
 		err := e.busy(ctx, func() error { return o.Lock.Release(ctx) })
@@ -299,6 +325,11 @@ func (e *Engine) do(ctx context.Context, st state.State, act Action) Event {
 			}
 			if aerr != nil {
 				e.log.Warn("updating the pending-update announcement", "err", aerr)
+			}
+			if act.Rebooted {
+				if rerr := o.Gates.Rebooted(ctx); rerr != nil {
+					e.log.Warn("recording the release for the group's reboot spacing", "err", rerr)
+				}
 			}
 		}
 		return Released{Err: err}
@@ -318,6 +349,9 @@ func (e *Engine) precheck(ctx context.Context, st state.State) Event {
 		if ev.SlotLost = ls != LeaseHolding; ev.SlotLost {
 			e.log.Error("reboot slot lost before finalizing", "lease_id", fmt.Sprintf("%x", st.LeaseID), "lease", ls.String())
 			return nil
+		}
+		if hold, why := e.o.Gates.Hold(ctx); hold {
+			ev.Gated = why
 		}
 		if ev.Leader, err = e.o.Cluster.LocalIsLeader(ctx); err != nil {
 			return err

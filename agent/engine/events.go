@@ -55,8 +55,10 @@ type (
 		// Refused: the cluster can never lose this member under this
 		// configuration (ErrRefused); Reason says why.
 		Refused bool
-		Reason  string
-		Err     error
+		// Gated: the reboot gates that hold the node, and why ("" = none).
+		Gated  string
+		Reason string
+		Err    error
 	}
 	// FenceDone: the slot was proven held right before finalizing (Err
 	// nil), found lost (ErrSlotLost), or could not be proven.
@@ -68,9 +70,11 @@ type (
 	FinalizeDone struct{ Err error }
 	// VerifyDone: the local etcd member's health after boot.
 	VerifyDone struct {
-		Healthy bool
-		Reason  string
-		Err     error
+		// BootPending: boot-complete.target is not reached yet.
+		BootPending bool
+		Healthy     bool
+		Reason      string
+		Err         error
 	}
 	// Released: the slot was given back.
 	Released struct{ Err error }
@@ -125,6 +129,9 @@ type Action struct {
 	// Withdraw: with ActRelease, also withdraw the pending-update
 	// announcement (nothing is staged any more).
 	Withdraw bool `json:"withdraw,omitempty"`
+	// Rebooted: with ActRelease, the release ends a reboot into the
+	// target (it starts the group's reboot spacing).
+	Rebooted bool `json:"rebooted,omitempty"`
 	// Failed names the step whose failure this decision recorded.
 	Failed string `json:"failed,omitempty"`
 }

@@ -122,6 +122,32 @@ type Hooks interface {
 	Run(ctx context.Context) error
 }
 
+// Gates hold the reboot while the cluster is in trouble: etcd alarms,
+// firing alerts, operator commands, spacing after the group's previous
+// reboot (agent/gates). A gate that cannot be evaluated holds.
+type Gates interface {
+	// Hold says whether any gate holds the reboot now, and why (every
+	// holding gate, with the numbers behind it).
+	Hold(ctx context.Context) (hold bool, reason string)
+	// Rebooted records that this node released its slot after its reboot,
+	// which starts the group's spacing (lock.min_interval).
+	Rebooted(ctx context.Context) error
+}
+
+// Host is the host's own side of a reboot: the people logged in, and
+// systemd's verdict on the boot.
+type Host interface {
+	// Announce tells logged-in users that target is about to be applied
+	// (motd, wall), first waiting up to the configured delay for them to
+	// log out.
+	Announce(ctx context.Context, target string) error
+	// Unannounce takes the announcement back (finalize was refused).
+	Unannounce() error
+	// BootComplete reports whether systemd judged this boot good
+	// (boot-complete.target reached).
+	BootComplete(ctx context.Context) (bool, error)
+}
+
 // Window is when reboots are allowed (config's reboot windows).
 type Window interface {
 	Contains(t time.Time) bool
@@ -156,6 +182,18 @@ func (NoCluster) SafeToReboot(context.Context) (bool, string, error) { return tr
 func (NoCluster) MoveLeaderAway(context.Context) error               { return nil }
 func (NoCluster) LocalHealthy(context.Context) (bool, string, error) { return true, "", nil }
 func (NoHooks) Run(context.Context) error                            { return nil }
+
+func (NoGates) Hold(context.Context) (bool, string)       { return false, "" }
+func (NoGates) Rebooted(context.Context) error            { return nil }
+func (NoHost) Announce(context.Context, string) error     { return nil }
+func (NoHost) Unannounce() error                          { return nil }
+func (NoHost) BootComplete(context.Context) (bool, error) { return true, nil }
+
+// NoGates stands in when no gate is configured.
+type NoGates struct{}
+
+// NoHost stands in where the host is not told nor asked (tests).
+type NoHost struct{}
 
 // NoCluster stands in when no etcd member runs on the host.
 type NoCluster struct{}

@@ -192,6 +192,10 @@ func (d *decider) prechecked(ev Prechecked) Action {
 		// Waiting would not help (a 1- or 2-member cluster): give the
 		// slot back undrained; the failure count sets the target aside.
 		return d.failedHoldingSlot("precheck", errors.New(ev.Reason))
+	case ev.Gated != "" && !d.st.HooksRan:
+		return d.wait(d.now.Add(d.pol.RecheckInterval), "holding the slot, not draining yet; reboot gate: "+ev.Gated)
+	case ev.Gated != "":
+		return d.wait(d.now.Add(d.pol.RecheckInterval), "holding the slot; reboot gate: "+ev.Gated)
 	case !d.st.HooksRan:
 		if !ev.Safe && d.pol.RequireSafe {
 			return d.wait(d.now.Add(d.pol.RecheckInterval), "holding the slot, not draining yet; not safe to reboot: "+ev.Reason)
