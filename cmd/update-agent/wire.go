@@ -114,10 +114,16 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 		})
 	}
 
+	gateCheck, host, err := a.wireGates()
+	if err != nil {
+		return nil, err
+	}
 	o := engine.Options{
 		OS:      a.os,
 		Stager:  a.stager,
 		Hooks:   hooks,
+		Gates:   gateCheck,
+		Host:    host,
 		Store:   state.Store{Dir: a.stateDir},
 		BootID:  func() (string, error) { return readBootID(root) },
 		Policy:  a.policy(),

@@ -1,0 +1,52 @@
+package adapters
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/update-agent/update-agent/agent/gates"
+)
+
+// Gates is engine.Gates over agent/gates: every evaluation is logged, one
+// line per gate with what it saw, so the journal tells why a node waits.
+type Gates struct {
+	C    *gates.Checker
+	Node string
+	Log  *slog.Logger
+}
+
+func (g Gates) Hold(ctx context.Context) (bool, string) {
+	rs := g.C.Check(ctx)
+	for _, r := range rs {
+		level := slog.LevelInfo
+		if r.Hold {
+			level = slog.LevelWarn
+		}
+		g.Log.Log(ctx, level, "reboot gate", "gate", r.Gate, "hold", r.Hold, "reason", r.Reason)
+	}
+	return gates.Holding(rs)
+}
+
+func (g Gates) Rebooted(ctx context.Context) error { return g.C.Released(ctx, g.Node) }
+
+// Host is engine.Host: the people on the host (gates.Notifier) and
+// systemd's verdict on the boot.
+type Host struct {
+	Notifier gates.Notifier
+	Node     string
+	// BootComplete asks systemd (systemd.Conn.BootComplete); nil = always.
+	BootDone func(ctx context.Context) (bool, error)
+}
+
+func (h Host) Announce(ctx context.Context, target string) error {
+	return h.Notifier.Announce(ctx, gates.Message(h.Node, target))
+}
+
+func (h Host) Unannounce() error { return h.Notifier.Clear() }
+
+func (h Host) BootComplete(ctx context.Context) (bool, error) {
+	if h.BootDone == nil {
+		return true, nil
+	}
+	return h.BootDone(ctx)
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+
+	"github.com/update-agent/update-agent/agent/adapters"
+	"github.com/update-agent/update-agent/agent/gates"
+	"github.com/update-agent/update-agent/agent/oplog"
+	"github.com/update-agent/update-agent/agent/systemd"
+)
+
+// motdFile is where the reboot notice goes; pam_motd shows /run/motd.d/*.
+const motdFile = "/run/motd.d/90-update-agent"
+
+// wireGates builds the reboot gates and the host adapter from the config.
+func (a *agent) wireGates() (*adapters.Gates, *adapters.Host, error) {
+	c := a.cfg
+	chk := &gates.Checker{
+		Etcd:       a.etcd,
+		Runner:     oplog.Runner{Log: a.log},
+		LockPrefix: c.Lock.KeyPrefix, Group: c.Lock.Group, MinInterval: c.Lock.MinInterval.D(),
+	}
+	if g := c.Gates; g.AlertmanagerURL != "" {
+		am, err := gates.NewAlertmanager(g.AlertmanagerURL, gates.AlertmanagerTLS{
+			CAFile: rooted(a.root, g.CAFile), CertFile: rooted(a.root, g.CertFile), KeyFile: rooted(a.root, g.KeyFile),
+		}, g.Timeout.D())
+		if err != nil {
+			return nil, nil, configError{fmt.Errorf("gates: %w", err)}
+		}
+		chk.Alertmanager = am
+		if g.AlertRegexp != "" {
+			if chk.AlertRegexp, err = regexp.Compile(g.AlertRegexp); err != nil {
+				return nil, nil, configError{fmt.Errorf("gates.alert_regexp: %w", err)}
+			}
+		}
+	}
+	for _, cmd := range c.Gates.Commands {
+		chk.Commands = append(chk.Commands, gates.Command{Argv: cmd.Argv, Timeout: cmd.Timeout.D()})
+	}
+	host := &adapters.Host{Node: a.node, BootDone: bootComplete}
+	if c.Reboot.NotifyUsers {
+		host.Notifier = gates.Notifier{
+			MOTDFile: rooted(a.root, motdFile), Wall: "/usr/bin/wall", Runner: oplog.Runner{Log: a.log},
+			Users: systemd.UserSessions, LoggedInDelay: c.Reboot.LoggedInDelay.D(),
+		}
+	}
+	return &adapters.Gates{C: chk, Node: a.node, Log: a.log}, host, nil
+}
+
+func bootComplete(ctx context.Context) (bool, error) {
+	conn, err := systemd.Dial(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	return conn.BootComplete(ctx)
+}
