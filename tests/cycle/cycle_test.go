@@ -65,6 +65,8 @@ type solo struct {
 	log  *slog.Logger
 	win  gate
 	boot string
+	// gates, when set, are the engine's reboot gates.
+	gates engine.Gates
 
 	eng    *engine.Engine
 	cancel context.CancelFunc
@@ -88,7 +90,7 @@ func (a *solo) start() {
 		Env: a.env.ClientEnv("update-agent.service"), Interrupt: syscall.SIGINT}}
 	b := a.boot
 	a.eng = engine.New(engine.Options{OS: adapters.OS{Client: client}, Stager: adapters.PlainStager{Client: client},
-		Store: state.Store{Dir: a.dir}, BootID: func() (string, error) { return b, nil }, Log: a.log,
+		Store: state.Store{Dir: a.dir}, BootID: func() (string, error) { return b, nil }, Log: a.log, Gates: a.gates,
 		Policy: engine.Policy{CheckInterval: 200 * time.Millisecond, Retry: engine.Backoff{Base: time.Second, Max: time.Second},
 			MaxFailures: 3, Window: &a.win, RecheckInterval: 200 * time.Millisecond, RebootTimeout: time.Minute}})
 	var ctx context.Context
