@@ -8,12 +8,14 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/update-agent/update-agent/agent/etcdmember"
+	"github.com/update-agent/update-agent/agent/gates"
 	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/rpmostree"
@@ -96,6 +98,11 @@ type Metrics interface {
 	Fetch(ctx context.Context, url string) (io.ReadCloser, error)
 }
 
+// Gates evaluates the reboot gates (gates.Checker).
+type Gates interface {
+	Check(ctx context.Context) []gates.Result
+}
+
 // Inputs are the configuration the checks need.
 type Inputs struct {
 	Endpoints    []string
@@ -119,6 +126,8 @@ type Doctor struct {
 	Cgroups Cgroups
 	Disks   Disks
 	Metrics Metrics
+	// Gates, when set, adds the reboot gates' line.
+	Gates Gates
 	// Timeout bounds each check (default 10s).
 	Timeout time.Duration
 }
@@ -170,6 +179,9 @@ func (d Doctor) Run(ctx context.Context) Report {
 		add("reboot lock", d.lock)
 	} else {
 		notChecked("reboot lock")
+	}
+	if d.Gates != nil {
+		add("reboot gates", d.gates)
 	}
 	return r
 }
@@ -340,6 +352,22 @@ func (d Doctor) lock(ctx context.Context) (string, error) {
 		}
 	}
 	return s, nil
+}
+
+// gates fails when any gate would hold a reboot now, naming each.
+func (d Doctor) gates(ctx context.Context) (string, error) {
+	rs := d.Gates.Check(ctx)
+	if hold, why := gates.Holding(rs); hold {
+		return "", errors.New("holding a reboot: " + why)
+	}
+	var seen []string
+	for _, r := range rs {
+		seen = append(seen, r.Gate+": "+r.Reason)
+	}
+	if len(seen) == 0 {
+		return "none configured", nil
+	}
+	return strings.Join(seen, "; "), nil
 }
 
 func contains(l []string, s string) bool {

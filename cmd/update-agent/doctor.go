@@ -53,6 +53,11 @@ func runDoctor(env *cmdEnv, args []string) error {
 		d.Etcd = doctor.EtcdClient{Cli: cli, Member: member, KeyPrefix: cfg.Lock.KeyPrefix}
 		d.Lock = doctor.EtcdLock{Cli: cli, Prefix: cfg.Lock.KeyPrefix, Group: cfg.Lock.Group, Slots: cfg.Lock.Slots}
 	}
+	chk, err := gateChecker(cfg, *root, cli, log)
+	if err != nil {
+		return err
+	}
+	d.Gates = chk
 	rep := d.Run(context.Background())
 	if err := rep.Write(env.stdout); err != nil {
 		return err

@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"regexp"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/update-agent/update-agent/agent/adapters"
+	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/agent/gates"
 	"github.com/update-agent/update-agent/agent/oplog"
 	"github.com/update-agent/update-agent/agent/systemd"
@@ -17,27 +21,9 @@ const motdFile = "/run/motd.d/90-update-agent"
 // wireGates builds the reboot gates and the host adapter from the config.
 func (a *agent) wireGates() (*adapters.Gates, *adapters.Host, error) {
 	c := a.cfg
-	chk := &gates.Checker{
-		Etcd:       a.etcd,
-		Runner:     oplog.Runner{Log: a.log},
-		LockPrefix: c.Lock.KeyPrefix, Group: c.Lock.Group, MinInterval: c.Lock.MinInterval.D(),
-	}
-	if g := c.Gates; g.AlertmanagerURL != "" {
-		am, err := gates.NewAlertmanager(g.AlertmanagerURL, gates.AlertmanagerTLS{
-			CAFile: rooted(a.root, g.CAFile), CertFile: rooted(a.root, g.CertFile), KeyFile: rooted(a.root, g.KeyFile),
-		}, g.Timeout.D())
-		if err != nil {
-			return nil, nil, configError{fmt.Errorf("gates: %w", err)}
-		}
-		chk.Alertmanager = am
-		if g.AlertRegexp != "" {
-			if chk.AlertRegexp, err = regexp.Compile(g.AlertRegexp); err != nil {
-				return nil, nil, configError{fmt.Errorf("gates.alert_regexp: %w", err)}
-			}
-		}
-	}
-	for _, cmd := range c.Gates.Commands {
-		chk.Commands = append(chk.Commands, gates.Command{Argv: cmd.Argv, Timeout: cmd.Timeout.D()})
+	chk, err := gateChecker(c, a.root, a.etcd, a.log)
+	if err != nil {
+		return nil, nil, err
 	}
 	host := &adapters.Host{Node: a.node, BootDone: bootComplete}
 	if c.Reboot.NotifyUsers {
@@ -47,6 +33,33 @@ func (a *agent) wireGates() (*adapters.Gates, *adapters.Host, error) {
 		}
 	}
 	return &adapters.Gates{C: chk, Node: a.node, Log: a.log}, host, nil
+}
+
+// gateChecker builds the gates of the config; the daemon and doctor share it.
+func gateChecker(c *config.Config, root string, etcd *clientv3.Client, log *slog.Logger) (*gates.Checker, error) {
+	chk := &gates.Checker{
+		Etcd:       etcd,
+		Runner:     oplog.Runner{Log: log},
+		LockPrefix: c.Lock.KeyPrefix, Group: c.Lock.Group, MinInterval: c.Lock.MinInterval.D(),
+	}
+	if g := c.Gates; g.AlertmanagerURL != "" {
+		am, err := gates.NewAlertmanager(g.AlertmanagerURL, gates.AlertmanagerTLS{
+			CAFile: rooted(root, g.CAFile), CertFile: rooted(root, g.CertFile), KeyFile: rooted(root, g.KeyFile),
+		}, g.Timeout.D())
+		if err != nil {
+			return nil, configError{fmt.Errorf("gates: %w", err)}
+		}
+		chk.Alertmanager = am
+		if g.AlertRegexp != "" {
+			if chk.AlertRegexp, err = regexp.Compile(g.AlertRegexp); err != nil {
+				return nil, configError{fmt.Errorf("gates.alert_regexp: %w", err)}
+			}
+		}
+	}
+	for _, cmd := range c.Gates.Commands {
+		chk.Commands = append(chk.Commands, gates.Command{Argv: cmd.Argv, Timeout: cmd.Timeout.D()})
+	}
+	return chk, nil
 }
 
 func bootComplete(ctx context.Context) (bool, error) {
