@@ -54,6 +54,7 @@ paths = []
 		"ok    rpm-ostree     status readable: booted ",
 		"ok    staging disks  staging.paths is empty",
 		"ok    reboot lock    group default: 0 of 1 slot(s) held, 0 waiting",
+		"ok    reboot gates   etcd-alarms: no active etcd alarm",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor output lacks %q", want)
@@ -63,14 +64,15 @@ paths = []
 	broken := configRoot(t, map[string]string{"50-test.toml": conf("/nonexistent/rpm-ostree", "http://127.0.0.1:1")})
 	code, out, stderr = runIn("doctor", "--root", broken)
 	t.Logf("doctor, broken:\n%s%s", out, stderr)
-	if code != exitFailure || !strings.Contains(stderr, "doctor: 7 check(s) failed") {
-		t.Errorf("exit %d, want %d with 7 failed checks", code, exitFailure)
+	if code != exitFailure || !strings.Contains(stderr, "doctor: 8 check(s) failed") {
+		t.Errorf("exit %d, want %d with 8 failed checks", code, exitFailure)
 	}
 	for _, want := range []string{
 		"FAIL  etcd           no endpoint accepted a status request: http://127.0.0.1:1: ",
 		"FAIL  local member   not checked: etcd did not answer",
 		"FAIL  rpm-ostree     ",
 		"FAIL  reboot lock    not checked: etcd did not answer",
+		"FAIL  reboot gates   holding a reboot: etcd-alarms: cannot list etcd alarms: ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor output lacks %q", want)
