@@ -3,6 +3,7 @@ package adapters
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	"github.com/update-agent/update-agent/agent/gates"
 )
@@ -34,12 +35,20 @@ func (g Gates) Rebooted(ctx context.Context) error { return g.C.Released(ctx, g.
 type Host struct {
 	Notifier gates.Notifier
 	Node     string
+	Log      *slog.Logger
 	// BootComplete asks systemd (systemd.Conn.BootComplete); nil = always.
 	BootDone func(ctx context.Context) (bool, error)
 }
 
 func (h Host) Announce(ctx context.Context, target string) error {
-	return h.Notifier.Announce(ctx, gates.Message(h.Node, target))
+	msg := gates.Message(h.Node, target)
+	if h.Notifier.MOTDFile == "" && h.Notifier.Wall == "" {
+		return nil // reboot.notify_users = false
+	}
+	if h.Log != nil {
+		h.Log.Info("telling the people on the host", "motd", h.Notifier.MOTDFile, "notice", strings.TrimSpace(msg))
+	}
+	return h.Notifier.Announce(ctx, msg)
 }
 
 func (h Host) Unannounce() error { return h.Notifier.Clear() }

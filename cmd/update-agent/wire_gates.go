@@ -25,7 +25,7 @@ func (a *agent) wireGates() (*adapters.Gates, *adapters.Host, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	host := &adapters.Host{Node: a.node, BootDone: bootComplete}
+	host := &adapters.Host{Node: a.node, BootDone: bootComplete, Log: a.log}
 	if c.Reboot.NotifyUsers {
 		host.Notifier = gates.Notifier{
 			MOTDFile: rooted(a.root, motdFile), Wall: "/usr/bin/wall", Runner: oplog.Runner{Log: a.log},

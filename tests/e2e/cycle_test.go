@@ -299,6 +299,16 @@ func TestFullCycle(t *testing.T) {
 		t.Errorf("bfq still selected after staging: %s", sch)
 	}
 
+	// The reboot gates and the people on the host (issue 18): systemd
+	// judged the boot good before the release (the unit pulls the target
+	// in), and the notice is gone with /run.
+	if out := strings.TrimSpace(g.MustRun(t, "systemctl is-active boot-complete.target || true")); out != "active" {
+		t.Errorf("boot-complete.target is %q after the cycle", out)
+	}
+	if out := g.MustRun(t, "test -e /run/motd.d/90-update-agent && echo left || echo gone"); !strings.Contains(out, "gone") {
+		t.Errorf("the reboot notice outlived the reboot")
+	}
+
 	jctx, jcancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer jcancel()
 	entries, err := g.Journal(jctx, "update-agent")
@@ -319,8 +329,19 @@ func TestFullCycle(t *testing.T) {
 		if _, ok := e["WAIT_REASON"]; ok {
 			seen["wait_reason field"] = true
 		}
+		if msg == "reboot gate" && e["GATE"] == "etcd-alarms" && e["HOLD"] == "false" {
+			seen["etcd alarm gate evaluated"] = true
+		}
+		if notice, _ := e["NOTICE"].(string); msg == "telling the people on the host" && e["MOTD"] == "/run/motd.d/90-update-agent" &&
+			strings.Contains(notice, "reboots shortly to apply update "+target) {
+			seen["reboot notice"] = true
+		}
+		if msg == "operation done" && e["OP"] == "telling logged-in users" {
+			seen["wall ran"] = true
+		}
 	}
-	for _, want := range []string{"staging started", "holding reboot slot", "released reboot slot", "state changed", "verifying after the reboot", "wait_reason field"} {
+	for _, want := range []string{"staging started", "holding reboot slot", "released reboot slot", "state changed", "verifying after the reboot", "wait_reason field",
+		"etcd alarm gate evaluated", "reboot notice", "wall ran"} {
 		if !seen[want] {
 			t.Errorf("journal of update-agent lacks %q", want)
 		}
