@@ -25,6 +25,8 @@ type harness struct {
 	pol   Policy
 	saves int   // saves made by the last process
 	disk  Store // the state directory, surviving processes
+	gates Gates // nil: NoGates
+	host  Host  // nil: NoHost
 }
 
 func newHarness(t *testing.T) *harness {
@@ -48,7 +50,7 @@ func (h *harness) run(store Store) (Snapshot, error) {
 	boot := h.w.bootID
 	h.w.mu.Unlock()
 	e := New(Options{
-		OS: h.w, Stager: h.w, Lock: h.w, Cluster: h.w, Hooks: h.w, Store: store,
+		OS: h.w, Stager: h.w, Lock: h.w, Cluster: h.w, Hooks: h.w, Store: store, Gates: h.gates, Host: h.host,
 		BootID: func() (string, error) { return boot, nil },
 		Policy: h.pol, Clock: h.clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Rand: func() float64 { return 0.5 },
