@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/update-agent/update-agent/agent/state"
@@ -42,155 +41,129 @@ type decider struct {
 	now time.Time
 }
 
-// validIn lists the phases in which an action's result can arrive. Anything
-// else is stale (a bug, or a record changed under the engine): re-evaluate
-// from the record instead of acting on it.
-var validIn = map[string][]state.Phase{
-	Checked{}.eventName():      {state.Idle, state.Staged},
-	StageDone{}.eventName():    {state.Staging},
-	CleanedUp{}.eventName():    {state.Idle, state.Staging, state.Releasing},
-	OrderQueried{}.eventName(): {state.Staged},
-	SlotHeld{}.eventName():     {state.WaitingSlot},
-	Adopted{}.eventName():      {state.WaitingSlot, state.HoldingSlot, state.Verifying},
-	HooksDone{}.eventName():    {state.HoldingSlot},
-	Prechecked{}.eventName():   {state.HoldingSlot},
-	LeaderMoved{}.eventName():  {state.HoldingSlot},
-	FenceDone{}.eventName():    {state.HoldingSlot},
-	FinalizeDone{}.eventName(): {state.Finalizing},
-	VerifyDone{}.eventName():   {state.Verifying, state.Releasing},
-	Released{}.eventName():     {state.Releasing},
+// The event steps, in flow order (flow.go says in which phases each one
+// runs); the longer ones live in steps.go.
+
+func (d *decider) onStarted(Started) Action {
+	d.afterRestart()
+	return Action{Kind: ActRecover, Reason: "restoring what an interrupted staging may have left"}
 }
 
-func (d *decider) decide(ev Event) Action {
-	if phases, ok := validIn[ev.eventName()]; ok && !slices.Contains(phases, d.st.Phase) {
-		return d.decide(Ticked{})
+func (d *decider) retryRecovery(ev Event) (Action, bool) {
+	if err := ev.(Recovered).Err; err != nil {
+		return d.retry("restoring after an interrupted staging", err), true
 	}
-	switch ev := ev.(type) {
-	case Started:
-		d.afterRestart()
-		return Action{Kind: ActRecover, Reason: "restoring what an interrupted staging may have left"}
-	case Recovered:
-		if ev.Err != nil {
-			return d.retry("restoring after an interrupted staging", ev.Err)
-		}
-		return d.resume()
-	case Ticked:
-		if !d.obs.Recovered {
-			return Action{Kind: ActRecover, Reason: "retrying the restore of an interrupted staging"}
-		}
-		return d.ticked()
+	return Action{}, false
+}
 
-	// 1. Check for an update.
-	case Checked:
-		return d.checked(ev)
-
-	// 2. Stage it gently, locked for finalization.
-	case CleanedUp:
-		if ev.Err != nil {
-			return d.retry("discarding the staged deployment", ev.Err)
-		}
-		if d.st.Phase == state.Staging {
-			return Action{Kind: ActStage, Reason: "staging " + d.st.Target.Checksum}
-		}
-		if d.st.Phase == state.Releasing {
-			return d.release()
-		}
-		return d.idle()
-	case StageDone:
-		if ev.Err != nil {
-			act := d.fail("stage", ev.Err)
-			d.st.Phase = state.Idle
-			d.st.NextCheck = d.st.Failures[d.st.Target.Checksum].RetryAt
-			return d.idle().withFailure(act)
-		}
-		s := d.obs.OS.Staged
-		if s == nil {
-			act := d.fail("stage", errors.New("staging reported success but nothing is staged"))
-			d.st.Phase = state.Idle
-			d.st.NextCheck = d.st.Failures[d.st.Target.Checksum].RetryAt
-			return d.idle().withFailure(act)
-		}
-		// The target is what got staged: an upgrade may have found a
-		// newer commit than the check did.
-		if s.Checksum != d.st.Target.Checksum {
-			d.st.Target = state.Target{Checksum: s.Checksum, Version: s.Version}
-		}
-		d.st.Phase, d.st.Locked, d.st.LastError = state.Staged, s.Checksum, ""
-		d.st.NextCheck = d.nextCheck()
-		return d.staged()
-
-	// 3. Wait for a window, then take a slot (followers first).
-	case OrderQueried:
-		switch {
-		case ev.Err != nil:
-			return d.retry("asking etcd for the leader", ev.Err)
-		case ev.Leader && ev.PendingOthers > 0:
-			return d.wait(d.now.Add(d.pol.RecheckInterval),
-				fmt.Sprintf("local member is the etcd leader: letting %d other node(s) with pending updates reboot first", ev.PendingOthers))
-		}
-		return d.acquire()
-	case SlotHeld:
-		if ev.Err != nil {
-			return d.retry("waiting for a reboot slot", ev.Err)
-		}
-		if ev.LeaseID != 0 {
-			d.st.LeaseID = ev.LeaseID
-		}
-		d.st.Phase, d.st.HooksRan = state.HoldingSlot, false
-		return Action{Kind: ActPrecheck, Reason: "checking etcd quorum and health before the pre-reboot hooks"}
-	case Adopted:
-		return d.adopted(ev)
-
-	// 4. Quorum and health first, then the pre-reboot hooks; a failed
-	// hook gives the slot back and leaves the staged update locked.
-	case HooksDone:
-		if ev.Err != nil {
-			return d.failedHoldingSlot("hooks", ev.Err)
-		}
-		d.st.HooksRan = true
-		return Action{Kind: ActPrecheck, Reason: "last checks before finalizing"}
-
-	// 5. Re-check window, leadership and quorum, then finalize.
-	case Prechecked:
-		return d.prechecked(ev)
-	case LeaderMoved:
-		if ev.Err != nil {
-			return d.retry("moving etcd leadership away", ev.Err)
-		}
-		return Action{Kind: ActPrecheck, Reason: "leadership moved; checking again"}
-	case FenceDone:
-		return d.fenced(ev)
-	case FinalizeDone:
-		return d.finalized(ev)
-
-	// 6. After boot: verify, then release.
-	case VerifyDone:
-		switch {
-		case ev.Err != nil:
-			return d.retry("checking the local etcd member", ev.Err)
-		case ev.BootPending:
-			return d.wait(d.now.Add(d.pol.RecheckInterval), "holding the slot until systemd reports the boot complete (boot-complete.target)")
-		case !ev.Healthy:
-			return d.wait(d.now.Add(d.pol.RecheckInterval), "holding the slot until the local etcd member is healthy: "+ev.Reason)
-		}
-		d.st.CheckHealth = false
-		if d.st.Phase == state.Releasing {
-			return d.release()
-		}
-		delete(d.st.Failures, d.st.Target.Checksum)
-		d.st.Phase, d.st.Locked, d.st.LastError = state.Releasing, "", ""
-		d.st.NextCheck = d.nextCheck()
-		act := d.release()
-		act.Rebooted = act.Kind == ActRelease // the group's spacing starts now
-		return act
-	case Released:
-		if ev.Err != nil {
-			return d.retry("releasing the reboot slot", ev.Err)
-		}
-		d.st.Queued, d.st.LeaseID = false, 0
-		return d.released()
+func (d *decider) recoverFirst(Event) (Action, bool) {
+	if !d.obs.Recovered {
+		return Action{Kind: ActRecover, Reason: "retrying the restore of an interrupted staging"}, true
 	}
-	panic(fmt.Sprintf("engine: unknown event %T", ev))
+	return Action{}, false
+}
+
+func (d *decider) onCleanedUp(ev CleanedUp) Action {
+	if ev.Err != nil {
+		return d.retry("discarding the staged deployment", ev.Err)
+	}
+	if d.st.Phase == state.Staging {
+		return Action{Kind: ActStage, Reason: "staging " + d.st.Target.Checksum}
+	}
+	if d.st.Phase == state.Releasing {
+		return d.release()
+	}
+	return d.idle()
+}
+
+func (d *decider) onStageDone(ev StageDone) Action {
+	if ev.Err != nil {
+		act := d.fail("stage", ev.Err)
+		d.st.Phase = state.Idle
+		d.st.NextCheck = d.st.Failures[d.st.Target.Checksum].RetryAt
+		return d.idle().withFailure(act)
+	}
+	s := d.obs.OS.Staged
+	if s == nil {
+		act := d.fail("stage", errors.New("staging reported success but nothing is staged"))
+		d.st.Phase = state.Idle
+		d.st.NextCheck = d.st.Failures[d.st.Target.Checksum].RetryAt
+		return d.idle().withFailure(act)
+	}
+	// The target is what got staged: an upgrade may have found a
+	// newer commit than the check did.
+	if s.Checksum != d.st.Target.Checksum {
+		d.st.Target = state.Target{Checksum: s.Checksum, Version: s.Version}
+	}
+	d.st.Phase, d.st.Locked, d.st.LastError = state.Staged, s.Checksum, ""
+	d.st.NextCheck = d.nextCheck()
+	return d.staged()
+}
+
+func (d *decider) onOrderQueried(ev OrderQueried) Action {
+	switch {
+	case ev.Err != nil:
+		return d.retry("asking etcd for the leader", ev.Err)
+	case ev.Leader && ev.PendingOthers > 0:
+		return d.wait(d.now.Add(d.pol.RecheckInterval),
+			fmt.Sprintf("local member is the etcd leader: letting %d other node(s) with pending updates reboot first", ev.PendingOthers))
+	}
+	return d.acquire()
+}
+
+func (d *decider) onSlotHeld(ev SlotHeld) Action {
+	if ev.Err != nil {
+		return d.retry("waiting for a reboot slot", ev.Err)
+	}
+	if ev.LeaseID != 0 {
+		d.st.LeaseID = ev.LeaseID
+	}
+	d.st.Phase, d.st.HooksRan = state.HoldingSlot, false
+	return Action{Kind: ActPrecheck, Reason: "checking etcd quorum and health before the pre-reboot hooks"}
+}
+
+func (d *decider) onHooksDone(ev HooksDone) Action {
+	if ev.Err != nil {
+		return d.failedHoldingSlot("hooks", ev.Err)
+	}
+	d.st.HooksRan = true
+	return Action{Kind: ActPrecheck, Reason: "last checks before finalizing"}
+}
+
+func (d *decider) onLeaderMoved(ev LeaderMoved) Action {
+	if ev.Err != nil {
+		return d.retry("moving etcd leadership away", ev.Err)
+	}
+	return Action{Kind: ActPrecheck, Reason: "leadership moved; checking again"}
+}
+
+func (d *decider) onVerifyDone(ev VerifyDone) Action {
+	switch {
+	case ev.Err != nil:
+		return d.retry("checking the local etcd member", ev.Err)
+	case ev.BootPending:
+		return d.wait(d.now.Add(d.pol.RecheckInterval), "holding the slot until systemd reports the boot complete (boot-complete.target)")
+	case !ev.Healthy:
+		return d.wait(d.now.Add(d.pol.RecheckInterval), "holding the slot until the local etcd member is healthy: "+ev.Reason)
+	}
+	d.st.CheckHealth = false
+	if d.st.Phase == state.Releasing {
+		return d.release()
+	}
+	delete(d.st.Failures, d.st.Target.Checksum)
+	d.st.Phase, d.st.Locked, d.st.LastError = state.Releasing, "", ""
+	d.st.NextCheck = d.nextCheck()
+	act := d.release()
+	act.Rebooted = act.Kind == ActRelease // the group's spacing starts now
+	return act
+}
+
+func (d *decider) onReleased(ev Released) Action {
+	if ev.Err != nil {
+		return d.retry("releasing the reboot slot", ev.Err)
+	}
+	d.st.Queued, d.st.LeaseID = false, 0
+	return d.released()
 }
 
 // afterRestart adjusts the record for what happened while no agent ran.
@@ -218,58 +191,42 @@ func (d *decider) afterRestart() {
 	}
 }
 
-// resume continues the persisted phase in a new process (after Recover).
-func (d *decider) resume() Action {
-	switch d.st.Phase {
-	case state.Staging:
-		if s := d.obs.OS.Staged; s != nil && s.Checksum == d.st.Target.Checksum {
-			// Staging finished before the crash. Only our own locked
-			// staging can have made it: a staged deployment we did not
-			// make is discarded before staging starts.
-			d.st.Phase, d.st.Locked = state.Staged, d.st.Target.Checksum
-			return d.staged()
-		}
-		return d.stage()
-	case state.WaitingSlot, state.HoldingSlot, state.Verifying:
-		if d.st.Queued {
-			return Action{Kind: ActAdopt, Reason: "re-adopting reboot-slot lease"}
-		}
-		if d.st.Phase == state.Verifying {
-			return d.verify()
-		}
-		return d.backToStaged()
-	case state.Finalizing:
-		// Same boot: finalize-deployment may have unlocked the staged
-		// deployment without a reboot following. Discard it, give the
-		// slot back and stage again: never leave it unlocked.
-		return d.abortFinalize()
+// resumeStaging: a new process finds the record staging.
+func (d *decider) resumeStaging() Action {
+	if s := d.obs.OS.Staged; s != nil && s.Checksum == d.st.Target.Checksum {
+		// Staging finished before the crash. Only our own locked
+		// staging can have made it: a staged deployment we did not
+		// make is discarded before staging starts.
+		d.st.Phase, d.st.Locked = state.Staged, d.st.Target.Checksum
+		return d.staged()
 	}
-	return d.ticked()
+	return d.stage()
 }
 
-// ticked continues the current phase in this process after a wait.
-func (d *decider) ticked() Action {
-	switch d.st.Phase {
-	case state.Idle:
-		return d.idle()
-	case state.Staging:
-		return d.stage()
-	case state.Staged:
-		return d.staged()
-	case state.WaitingSlot:
-		return d.acquire()
-	case state.HoldingSlot:
-		return Action{Kind: ActPrecheck, Reason: "last checks before finalizing"}
-	case state.Finalizing:
-		if deadline := d.st.Since.Add(d.pol.RebootTimeout); d.now.Before(deadline) {
-			return d.wait(deadline, "rebooting into "+d.st.Target.Checksum)
-		}
-		act := d.fail("finalize", fmt.Errorf("no reboot within %s of finalize-deployment", d.pol.RebootTimeout))
-		return d.abortFinalize().withFailure(act)
-	case state.Verifying:
-		return d.verify()
-	case state.Releasing:
-		return d.release()
+// resumeLease: a new process finds the record waiting for, holding or
+// verifying after a slot; a persisted lease is re-adopted first.
+func (d *decider) resumeLease() Action {
+	if d.st.Queued {
+		return Action{Kind: ActAdopt, Reason: "re-adopting reboot-slot lease"}
 	}
-	panic(fmt.Sprintf("engine: unknown phase %q", d.st.Phase))
+	if d.st.Phase == state.Verifying {
+		return d.verify()
+	}
+	return d.backToStaged()
+}
+
+// lastChecks: holding the slot, look again (quorum, gates, leadership)
+// before the next step towards finalizing.
+func (d *decider) lastChecks() Action {
+	return Action{Kind: ActPrecheck, Reason: "last checks before finalizing"}
+}
+
+// awaitReboot: finalize-deployment succeeded; the reboot should follow
+// within RebootTimeout.
+func (d *decider) awaitReboot() Action {
+	if deadline := d.st.Since.Add(d.pol.RebootTimeout); d.now.Before(deadline) {
+		return d.wait(deadline, "rebooting into "+d.st.Target.Checksum)
+	}
+	act := d.fail("finalize", fmt.Errorf("no reboot within %s of finalize-deployment", d.pol.RebootTimeout))
+	return d.abortFinalize().withFailure(act)
 }

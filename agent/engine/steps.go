@@ -22,7 +22,7 @@ func (d *decider) idle() Action {
 	return d.wait(d.st.NextCheck, "next check for updates")
 }
 
-func (d *decider) checked(ev Checked) Action {
+func (d *decider) onChecked(ev Checked) Action {
 	if d.st.Phase == state.Staged {
 		return d.checkedWhileStaged(ev)
 	}
@@ -139,7 +139,7 @@ func (d *decider) backToStaged() Action {
 	return d.staged()
 }
 
-func (d *decider) adopted(ev Adopted) Action {
+func (d *decider) onAdopted(ev Adopted) Action {
 	if ev.Err != nil {
 		return d.retry("re-adopting the reboot-slot lease", ev.Err)
 	}
@@ -173,7 +173,7 @@ func (d *decider) adopted(ev Adopted) Action {
 	return d.acquire()
 }
 
-func (d *decider) prechecked(ev Prechecked) Action {
+func (d *decider) onPrechecked(ev Prechecked) Action {
 	switch {
 	case !d.pol.Window.Contains(d.now):
 		d.st.Phase = state.Releasing
@@ -209,10 +209,10 @@ func (d *decider) prechecked(ev Prechecked) Action {
 	return Action{Kind: ActFence, Reason: "proving the reboot slot is still held before finalizing"}
 }
 
-// fenced finalizes only once the slot is proven held: a node cut off from
+// onFenceDone finalizes only once the slot is proven held: a node cut off from
 // etcd whose lease expired (its slot given to another node) must not
 // reboot, whatever it believed a moment ago.
-func (d *decider) fenced(ev FenceDone) Action {
+func (d *decider) onFenceDone(ev FenceDone) Action {
 	switch {
 	case errors.Is(ev.Err, ErrSlotLost):
 		d.st.LastError = "the reboot slot was lost before finalizing: " + ev.Err.Error()
@@ -234,7 +234,7 @@ func (d *decider) fenced(ev FenceDone) Action {
 	return Action{Kind: ActFinalize, Reason: "finalizing " + d.st.Locked + " and rebooting"}
 }
 
-func (d *decider) finalized(ev FinalizeDone) Action {
+func (d *decider) onFinalizeDone(ev FinalizeDone) Action {
 	switch {
 	case ev.Err == nil:
 		return d.wait(d.now.Add(d.pol.RebootTimeout), "rebooting into "+d.st.Target.Checksum)
