@@ -5,8 +5,10 @@
 //	quorum -> fence the slot -> finalize-deployment (reboot) -> after boot: booted is the
 //	target and the etcd member is healthy -> release the slot.
 //
-// Decide (decide.go) is the pure core; Engine persists each decision before
-// acting on it and carries actions out through small ports (ports.go).
+// Decide (decide.go) is the pure core; it dispatches through the phase x
+// event table in flow.go, rendered in FLOW.md with the trace of a whole
+// cycle. Engine persists each decision before acting on it and carries
+// actions out through small ports (ports.go).
 package engine
 
 import (
@@ -415,6 +417,8 @@ func (e *Engine) beat() {
 
 // record publishes a decision: log, metrics, status, snapshot.
 func (e *Engine) record(prev, st state.State, ev Event, act Action, obs Obs) {
+	// Every decision, for debugging (and the golden traces of FLOW.md).
+	e.log.Debug("decision", "state", prev.Phase, "event", ev.eventName(), "next_state", st.Phase, "action", act.Kind, "reason", act.Reason)
 	if act.Failed != "" {
 		f := st.Failures[st.Target.Checksum]
 		e.log.Error("update step failed", "step", act.Failed, "state", st.Phase, "target_checksum", st.Target.Checksum,

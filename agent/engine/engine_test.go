@@ -23,10 +23,11 @@ type harness struct {
 	dir   string
 	clock *clockwork.FakeClock
 	pol   Policy
-	saves int   // saves made by the last process
-	disk  Store // the state directory, surviving processes
-	gates Gates // nil: NoGates
-	host  Host  // nil: NoHost
+	saves int          // saves made by the last process
+	disk  Store        // the state directory, surviving processes
+	gates Gates        // nil: NoGates
+	host  Host         // nil: NoHost
+	log   *slog.Logger // nil: discarded
 }
 
 func newHarness(t *testing.T) *harness {
@@ -49,10 +50,14 @@ func (h *harness) run(store Store) (Snapshot, error) {
 	h.w.onFinalize = cancel // the host goes down: systemd stops the agent
 	boot := h.w.bootID
 	h.w.mu.Unlock()
+	log := h.log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	e := New(Options{
 		OS: h.w, Stager: h.w, Lock: h.w, Cluster: h.w, Hooks: h.w, Store: store, Gates: h.gates, Host: h.host,
 		BootID: func() (string, error) { return boot, nil },
-		Policy: h.pol, Clock: h.clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Policy: h.pol, Clock: h.clock, Log: log,
 		Rand: func() float64 { return 0.5 },
 	})
 	errc := make(chan error, 1)
