@@ -80,6 +80,14 @@ record). ` + "`first:`" + ` runs before any phase's step and may decide instead 
 
 `)
 	b.WriteString(flowTable())
+	b.WriteString(`
+## What each cell can lead to
+
+Every outcome ` + "`Decide`" + ` gives for a cell over a sweep of event results, records, host states and
+policies (` + "`flow_outcomes_test.go`" + `): the next action, and the phase persisted with it.
+
+`)
+	b.WriteString(outcomesTable())
 	for _, role := range []string{"follower", "leader"} {
 		tr, err := os.ReadFile(filepath.Join("testdata", "trace_"+role+".golden"))
 		if err != nil {
