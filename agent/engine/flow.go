@@ -128,16 +128,16 @@ func (d *decider) decide(ev Event) Action {
 		panic(fmt.Sprintf("engine: unknown event %T", ev))
 	}
 	s, ok := r.steps[d.st.Phase]
-	if !ok {
-		if _, tick := ev.(Ticked); tick {
-			panic(fmt.Sprintf("engine: unknown phase %q", d.st.Phase))
-		}
+	if _, tick := ev.(Ticked); !ok && !tick {
 		return d.decide(Ticked{}) // stale: re-evaluate from the record
 	}
 	if r.first != nil {
 		if act, ok := r.first(d, ev); ok {
 			return act
 		}
+	}
+	if !ok {
+		panic(fmt.Sprintf("engine: unknown phase %q", d.st.Phase))
 	}
 	return s.run(d, ev)
 }
