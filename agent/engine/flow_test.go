@@ -46,8 +46,11 @@ const traceHeader = "phase        event         next phase   action      reason"
 // TestGoldenTrace drives a whole cycle through engine.New with the fakes,
 // for a follower and for a leader, and compares every decision (phase,
 // event, next phase, action, reason) with testdata/trace_*.golden: any
-// change to the flow shows here as a diff. -update rewrites them.
+// change to the flow shows here as a diff. Then FLOW.md, rendered from the
+// table Decide dispatches through and these traces, is compared the same
+// way. -update rewrites all three.
 func TestGoldenTrace(t *testing.T) {
+	traces := map[string]string{}
 	for _, role := range []string{"follower", "leader"} {
 		t.Run(role, func(t *testing.T) {
 			h := newHarness(t)
@@ -56,21 +59,25 @@ func TestGoldenTrace(t *testing.T) {
 			h.log = slog.New(tl)
 			h.untilDone()
 			h.checkEnd()
-			got := traceHeader + "\n" + strings.Join(*tl.lines, "\n") + "\n"
-			golden(t, filepath.Join("testdata", "trace_"+role+".golden"), got)
+			traces[role] = traceHeader + "\n" + strings.Join(*tl.lines, "\n") + "\n"
+			golden(t, filepath.Join("testdata", "trace_"+role+".golden"), traces[role])
 		})
 	}
+	t.Run("FLOW.md", func(t *testing.T) {
+		if len(traces) != 2 {
+			t.Skip("needs both traces")
+		}
+		golden(t, "FLOW.md", flowDoc(traces))
+	})
 }
 
-// TestFlowDoc renders FLOW.md from the table Decide dispatches through and
-// the golden traces.
-func TestFlowDoc(t *testing.T) {
+func flowDoc(traces map[string]string) string {
 	var b strings.Builder
 	b.WriteString(`# The engine's flow
 
 Generated from ` + "`flow.go`" + ` (the table ` + "`Decide`" + ` dispatches through) and from the traces of a
-whole cycle through ` + "`engine.New`" + ` (` + "`testdata/trace_*.golden`" + `); ` + "`go test ./agent/engine -run 'TestGoldenTrace|TestFlowDoc' -update`" + `
-rewrites them, and the tests fail on any difference.
+whole cycle through ` + "`engine.New`" + ` (` + "`testdata/trace_*.golden`" + `) by ` + "`go test ./agent/engine -run TestGoldenTrace -update`" + `;
+without ` + "`-update`" + ` the test fails on any difference.
 
 ## Phase x event
 
@@ -80,6 +87,9 @@ record). ` + "`first:`" + ` runs before any phase's step and may decide instead 
 
 `)
 	b.WriteString(flowTable())
+	for _, role := range []string{"follower", "leader"} {
+		fmt.Fprintf(&b, "\n## A whole cycle, %s\n\nOne line per decision; `started` is a new process (the second one after the reboot).\n\n```text\n%s```\n", role, traces[role])
+	}
 	b.WriteString(`
 ## What each cell can lead to
 
@@ -88,14 +98,7 @@ policies (` + "`flow_outcomes_test.go`" + `): the next action, and the phase per
 
 `)
 	b.WriteString(outcomesTable())
-	for _, role := range []string{"follower", "leader"} {
-		tr, err := os.ReadFile(filepath.Join("testdata", "trace_"+role+".golden"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&b, "\n## A whole cycle, %s\n\nOne line per decision; `started` is a new process (the second one after the reboot).\n\n```text\n%s```\n", role, tr)
-	}
-	golden(t, "FLOW.md", b.String())
+	return b.String()
 }
 
 // flowTable renders flow as a markdown phase x event table.
