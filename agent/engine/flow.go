@@ -11,7 +11,7 @@ import (
 
 // The flow in one place: for each event, the phases it can arrive in and
 // the step that handles it there. Decide dispatches through this table and
-// nothing else; FLOW.md is rendered from it (TestFlowTable) next to the
+// nothing else; FLOW.md is rendered from it (TestGoldenTrace) next to the
 // traces of a whole cycle (TestGoldenTrace).
 //
 // An event arriving in a phase the table does not list is stale (a bug, or
