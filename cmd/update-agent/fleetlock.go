@@ -18,6 +18,7 @@ import (
 	"github.com/update-agent/update-agent/agent/fleetlock"
 	"github.com/update-agent/update-agent/agent/logging"
 	"github.com/update-agent/update-agent/agent/metrics"
+	"github.com/update-agent/update-agent/agent/sdnotify"
 )
 
 // runFleetLock is `update-agent fleetlock serve`: the FleetLock server
@@ -63,7 +64,23 @@ func runFleetLock(env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	return s(ctx, ln)
+	// Type=notify: the unit is started once the port is bound, so units
+	// ordered after it find FleetLock answering.
+	var notify sdnotify.Notifier
+	if err := notify.Ready("serving FleetLock on " + ln.Addr().String()); err != nil {
+		log.Warn("telling systemd we are ready", "err", err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s(ctx, ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		// SIGTERM: systemd shows "deactivating" while open requests finish.
+		_ = notify.Stopping()
+		log.Info("FleetLock server stopping", "reason", fmt.Sprint(context.Cause(ctx)))
+		return <-errc
+	}
 }
 
 // listenFleetLock binds fleetlock.listen (so a taken port fails the

@@ -74,6 +74,7 @@ client_ca_file = "/etc/fl/ca.pem"
 		}
 		os.WriteFile(filepath.Join(root, "etc/fl", dst), b, 0o600)
 	}
+	notify := listenNotify(t, t.TempDir())
 	done := make(chan error, 1)
 	var stderr testlog.Buffer
 	go func() {
@@ -101,10 +102,12 @@ client_ca_file = "/etc/fl/ca.pem"
 	}
 	url := "https://" + addr + "/v1/pre-reboot"
 	good := client(pki.ClientCertFile, pki.ClientKey)
-	waitFor(t, "the FleetLock server", func() bool {
-		code, _, err := fleetLockPost(good, url, "worker-1")
-		return err == nil && code == http.StatusOK
-	})
+	// Type=notify: READY=1 once the port is bound, so a client may ask
+	// right after, without retrying.
+	waitFor(t, "READY=1", func() bool { return notify.has("READY=1") })
+	if code, body, err := fleetLockPost(good, url, "worker-1"); err != nil || code != http.StatusOK {
+		t.Fatalf("first request after READY=1: %d %s %v", code, body, err)
+	}
 	for name, cl := range map[string]*http.Client{"no client certificate": client("", ""),
 		"a certificate of another CA": client(pki.OtherClientCert, pki.OtherKey)} {
 		if code, _, err := fleetLockPost(cl, url, "intruder"); err == nil {
@@ -154,6 +157,7 @@ client_ca_file = "/etc/fl/ca.pem"
 	case <-time.After(20 * time.Second):
 		t.Fatal("fleetlock serve did not stop on SIGTERM")
 	}
+	waitFor(t, "STOPPING=1 after SIGTERM", func() bool { return notify.has("STOPPING=1") })
 	if !strings.Contains(stderr.String(), "FleetLock slot granted") {
 		t.Errorf("no grant logged:\n%s", stderr.String())
 	}
