@@ -127,12 +127,13 @@ const docdir = "/usr/share/doc/update-agent"
 // installed maps each packaged regular file to its source in the repository.
 func installed(t *testing.T, root string) map[string]string {
 	m := map[string]string{
-		"/usr/lib/systemd/system/update-agent.service":          "units/update-agent.service",
-		"/usr/lib/systemd/system-preset/90-update-agent.preset": "units/90-update-agent.preset",
-		"/usr/lib/tmpfiles.d/update-agent.conf":                 "units/update-agent.tmpfiles.conf",
-		"/usr/lib/update-agent/config.d/00-defaults.toml":       "packaging/config.d/00-defaults.toml",
-		docdir + "/README.md":                                   "README.md",
-		"/usr/share/licenses/update-agent/LICENSE":              "packaging/LICENSE",
+		"/usr/lib/systemd/system/update-agent.service":           "units/update-agent.service",
+		"/usr/lib/systemd/system/update-agent-fleetlock.service": "units/update-agent-fleetlock.service",
+		"/usr/lib/systemd/system-preset/90-update-agent.preset":  "units/90-update-agent.preset",
+		"/usr/lib/tmpfiles.d/update-agent.conf":                  "units/update-agent.tmpfiles.conf",
+		"/usr/lib/update-agent/config.d/00-defaults.toml":        "packaging/config.d/00-defaults.toml",
+		docdir + "/README.md":                                    "README.md",
+		"/usr/share/licenses/update-agent/LICENSE":               "packaging/LICENSE",
 	}
 	examples := trackedUnder(t, root, "packaging/examples")
 	if len(examples) == 0 {
@@ -202,10 +203,11 @@ func TestFileAttributes(t *testing.T) {
 		modes[f[0]] = f[1]
 	}
 	for file, want := range map[string]string{
-		"/usr/bin/update-agent":                           "-rwxr-xr-x",
-		"/usr/lib/systemd/system/update-agent.service":    "-rw-r--r--",
-		"/etc/update-agent/config.d":                      "drwxr-xr-x",
-		"/usr/lib/update-agent/config.d/00-defaults.toml": "-rw-r--r--",
+		"/usr/bin/update-agent":                                  "-rwxr-xr-x",
+		"/usr/lib/systemd/system/update-agent.service":           "-rw-r--r--",
+		"/usr/lib/systemd/system/update-agent-fleetlock.service": "-rw-r--r--",
+		"/etc/update-agent/config.d":                             "drwxr-xr-x",
+		"/usr/lib/update-agent/config.d/00-defaults.toml":        "-rw-r--r--",
 	} {
 		if modes[file] != want {
 			t.Errorf("%s: mode %q, want %q", file, modes[file], want)

@@ -35,21 +35,25 @@ func scriptlets(t *testing.T, b *built) map[string]string {
 	return scripts
 }
 
+// units are the package's systemd units, as every scriptlet names them.
+const units = "update-agent.service update-agent-fleetlock.service"
+
 func TestScriptletText(t *testing.T) {
 	b := getBuild(t)
 	scripts := scriptlets(t, b)
 	// systemd's own macros (Fedora) call systemd-update-helper; the spec's
-	// fallbacks (Debian's rpm) call systemctl as the macros once did.
+	// fallbacks (Debian's rpm) call systemctl as the macros once did. Both
+	// units, the agent's and the FleetLock server's, in each.
 	want := map[string][]string{
-		"postinstall":   {"systemctl daemon-reload", "systemctl --no-reload preset update-agent.service"},
-		"preuninstall":  {"systemctl --no-reload disable --now update-agent.service"},
-		"postuninstall": {"systemctl daemon-reload", "systemctl try-restart update-agent.service"},
+		"postinstall":   {"systemctl daemon-reload", "systemctl --no-reload preset " + units},
+		"preuninstall":  {"systemctl --no-reload disable --now " + units},
+		"postuninstall": {"systemctl daemon-reload", "systemctl try-restart " + units},
 	}
 	if strings.Contains(scripts["postinstall"], "systemd-update-helper") {
 		want = map[string][]string{
-			"postinstall":   {"systemd-update-helper install-system-units update-agent.service"},
-			"preuninstall":  {"systemd-update-helper remove-system-units update-agent.service"},
-			"postuninstall": {"systemd-update-helper mark-restart-system-units update-agent.service"},
+			"postinstall":   {"systemd-update-helper install-system-units " + units},
+			"preuninstall":  {"systemd-update-helper remove-system-units " + units},
+			"postuninstall": {"systemd-update-helper mark-restart-system-units " + units},
 		}
 	}
 	if len(scripts) != len(want) {
@@ -82,7 +86,7 @@ func TestScriptletBehaviour(t *testing.T) {
 	if strings.Contains(scripts["postinstall"], "systemd-update-helper") {
 		t.Skip("built with systemd's own macros; their behaviour is systemd's")
 	}
-	const svc = "update-agent.service"
+	const svc = units
 	cases := []struct {
 		kind, arg string
 		want      []string
