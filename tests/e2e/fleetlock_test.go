@@ -77,10 +77,11 @@ func TestFleetLockUnit(t *testing.T) {
 
 	const unit = "update-agent-fleetlock.service"
 	diag := func() string {
-		return g.MustRun(t, "systemctl status --no-pager -l "+unit+"; journalctl -u "+unit+" -b --no-pager | tail -40; true")
+		return g.MustRun(t, "{ ls -l /usr/lib/systemd/system/update-agent*; systemctl status --no-pager -l "+unit+
+			"; journalctl -u "+unit+" -b --no-pager | tail -40; } 2>&1; true")
 	}
 	if out, _, _, err := g.Run(ctx, "systemctl is-enabled "+unit+"; systemctl is-active "+unit); err != nil || out != "disabled\ninactive\n" {
-		t.Errorf("after install: is-enabled, is-active = %q, %v; want disabled, inactive (the preset)", out, err)
+		t.Errorf("after install: is-enabled, is-active = %q, %v; want disabled, inactive (the preset)\n%s", out, err, diag())
 	}
 	// Type=notify: start returns once the server sent READY=1, so the
 	// requests below need no retry.
