@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/update-agent/update-agent/agent/etcdmember"
+	"github.com/update-agent/update-agent/agent/gates"
 	"github.com/update-agent/update-agent/agent/iosched"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/systemd"
@@ -75,25 +76,16 @@ func (e EtcdClient) Health(ctx context.Context) (etcdmember.Health, error) {
 	return e.Member.Health(ctx)
 }
 
-// Alarms lists the cluster's active alarms as "member: ALARM".
+// Alarms lists the cluster's active alarms as "member: ALARM" (the reboot
+// gate's own reading).
 func (e EtcdClient) Alarms(ctx context.Context) ([]string, error) {
-	resp, err := e.Cli.AlarmList(ctx)
+	alarms, err := gates.Alarms(ctx, e.Cli)
 	if err != nil {
-		return nil, fmt.Errorf("listing etcd alarms: %w", err)
-	}
-	names := map[uint64]string{}
-	if ms, err := e.Member.Members(ctx); err == nil {
-		for _, m := range ms {
-			names[m.ID] = m.Name
-		}
+		return nil, err
 	}
 	var out []string
-	for _, a := range resp.Alarms {
-		who := names[a.MemberID]
-		if who == "" {
-			who = fmt.Sprintf("%x", a.MemberID)
-		}
-		out = append(out, fmt.Sprintf("%s: %s", who, a.Alarm))
+	for _, a := range alarms {
+		out = append(out, a.Member+": "+a.Type)
 	}
 	return out, nil
 }

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/update-agent/update-agent/tests/etcdtest"
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // A member with a small backend quota, written full, raises a real NOSPACE
@@ -28,43 +26,13 @@ func TestNOSPACEAlarmHoldsUntilDisarmed(t *testing.T) {
 		t.Fatalf("fresh cluster holds: %s", why)
 	}
 
-	val := strings.Repeat("x", 64<<10)
-	var rev int64
-	full := false
-	for i := 0; i < 200 && !full; i++ {
-		resp, err := cli.Put(ctx, "fill", val)
-		switch {
-		case err != nil && strings.Contains(err.Error(), "database space exceeded"):
-			full = true
-		case err != nil:
-			t.Fatalf("filling the backend: %v", err)
-		default:
-			rev = resp.Header.Revision
-		}
-	}
-	if !full {
-		t.Fatal("a 1 MiB quota never filled")
-	}
+	rev := etcdtest.FillBackend(t, ctx, cli)
 	hold, why := check()
 	if !hold || !strings.Contains(why, "NOSPACE on m0") {
 		t.Fatalf("NOSPACE must hold the reboot: %v %q", hold, why)
 	}
 
-	if _, err := cli.Compact(ctx, rev); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Defragment(ctx, c.Members[0].ClientURL); err != nil {
-		t.Fatal(err)
-	}
-	list, err := cli.AlarmList(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range list.Alarms {
-		if _, err := cli.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: a.MemberID, Alarm: etcdserverpb.AlarmType_NOSPACE}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	etcdtest.FreeAndDisarm(t, ctx, cli, c.Members[0].ClientURL, rev)
 	if hold, why := check(); hold {
 		t.Fatalf("disarmed alarm still holds: %s", why)
 	}

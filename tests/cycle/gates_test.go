@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/update-agent/update-agent/agent/adapters"
 	"github.com/update-agent/update-agent/agent/engine"
 	"github.com/update-agent/update-agent/agent/gates"
@@ -27,7 +24,7 @@ func TestNOSPACEAlarmHoldsTheReboot(t *testing.T) {
 	cli := c.Client(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rev := fillBackend(t, ctx, cli)
+	rev := etcdtest.FillBackend(t, ctx, cli)
 
 	a := newSolo(t)
 	a.gates = adapters.Gates{C: &gates.Checker{Etcd: cli}, Node: "n1", Log: a.log}
@@ -50,7 +47,7 @@ func TestNOSPACEAlarmHoldsTheReboot(t *testing.T) {
 		t.Fatal("finalized while NOSPACE is active")
 	}
 
-	disarm(t, ctx, cli, c.Members[0].ClientURL, rev)
+	etcdtest.FreeAndDisarm(t, ctx, cli, c.Members[0].ClientURL, rev)
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer wcancel()
 	if !standintest.WaitFor(wctx, a.env.Rebooted) {
@@ -58,45 +55,5 @@ func TestNOSPACEAlarmHoldsTheReboot(t *testing.T) {
 	}
 	if !strings.Contains(a.logb.String(), "no active etcd alarm") {
 		t.Error("the journal does not say the alarm gate cleared")
-	}
-}
-
-// fillBackend writes until etcd refuses with "database space exceeded" and
-// returns the last revision written.
-func fillBackend(t *testing.T, ctx context.Context, cli *clientv3.Client) int64 {
-	t.Helper()
-	val := strings.Repeat("x", 64<<10)
-	var rev int64
-	for i := 0; i < 200; i++ {
-		resp, err := cli.Put(ctx, "fill", val)
-		if err != nil {
-			if strings.Contains(err.Error(), "database space exceeded") {
-				return rev
-			}
-			t.Fatalf("filling the backend: %v", err)
-		}
-		rev = resp.Header.Revision
-	}
-	t.Fatal("a 1 MiB quota never filled")
-	return 0
-}
-
-// disarm frees the space and disarms every alarm, as an operator does.
-func disarm(t *testing.T, ctx context.Context, cli *clientv3.Client, endpoint string, rev int64) {
-	t.Helper()
-	if _, err := cli.Compact(ctx, rev); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Defragment(ctx, endpoint); err != nil {
-		t.Fatal(err)
-	}
-	list, err := cli.AlarmList(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range list.Alarms {
-		if _, err := cli.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: a.MemberID, Alarm: etcdserverpb.AlarmType_NOSPACE}); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
