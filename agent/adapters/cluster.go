@@ -10,7 +10,7 @@ import (
 )
 
 // Cluster is engine.Cluster over agent/etcdmember, following its pure
-// rules (MayReboot) for what "safe" means.
+// rules: MayAcquire for who queues when, MayReboot for what "safe" means.
 type Cluster struct {
 	C      *etcdmember.Cluster
 	Policy etcdmember.Policy
@@ -25,6 +25,29 @@ func (c Cluster) local(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return m.Name, nil
+}
+
+// MayQueue applies etcdmember.MayAcquire to the cluster's health and the
+// group's announcements: a leader queues only once no other member has an
+// update pending, and nobody decides while etcd has no leader.
+func (c Cluster) MayQueue(ctx context.Context) (bool, string, error) {
+	name, err := c.local(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	s := etcdmember.Situation{Local: name}
+	if name != "" && c.Policy.FollowersFirst {
+		if s.Health, err = c.C.Health(ctx); err != nil {
+			return false, "", err
+		}
+		if c.Lock != nil {
+			if s.PendingMembers, err = c.Lock.pendingMembers(ctx); err != nil {
+				return false, "", err
+			}
+		}
+	}
+	d := etcdmember.MayAcquire(c.Policy, s)
+	return d.Verdict == etcdmember.Proceed, d.Reason, nil
 }
 
 // LocalIsLeader reports whether the local member leads a cluster with

@@ -128,13 +128,8 @@ func (a *Lock) Withdraw(ctx context.Context) error {
 	return l.Withdraw(ctx)
 }
 
-// PendingOthers counts other nodes with an etcd member and a pending
-// update: a leader lets those reboot first.
-func (a *Lock) PendingOthers(ctx context.Context) (int, error) {
-	members, err := a.pendingMembers(ctx)
-	return len(members), err
-}
-
+// pendingMembers are the etcd members of other nodes with an update
+// pending: a leader lets those reboot first.
 func (a *Lock) pendingMembers(ctx context.Context) ([]string, error) {
 	l, err := a.Get(ctx)
 	if err != nil {

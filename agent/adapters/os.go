@@ -97,7 +97,7 @@ func (o OS) Finalize(ctx context.Context, checksum string) error {
 		return fmt.Errorf("finalizing %s: %w", checksum, engine.ErrNoStagedDeployment)
 	}
 	if d.Target() != checksum {
-		return fmt.Errorf("finalizing %s: staged is %s: %w", checksum, d.Target(), engine.ErrChecksumMismatch)
+		return fmt.Errorf("finalizing %s: staged is %s", checksum, d.Target())
 	}
 	err = o.Client.Finalize(ctx, d)
 	if errors.Is(err, rpmostree.ErrRebooting) {
@@ -113,9 +113,7 @@ func (o OS) Finalize(ctx context.Context, checksum string) error {
 func mapFinalize(err error) error {
 	for _, m := range []struct{ from, to error }{
 		{rpmostree.ErrNoStagedDeployment, engine.ErrNoStagedDeployment},
-		{rpmostree.ErrChecksumMismatch, engine.ErrChecksumMismatch},
 		{rpmostree.ErrInhibited, engine.ErrInhibited},
-		{rpmostree.ErrAlreadyUnlocked, engine.ErrAlreadyUnlocked},
 	} {
 		if errors.Is(err, m.from) {
 			return fmt.Errorf("%w: %w", m.to, err)

@@ -105,9 +105,8 @@ func (d *decider) onOrderQueried(ev OrderQueried) Action {
 	switch {
 	case ev.Err != nil:
 		return d.retry("asking etcd for the leader", ev.Err)
-	case ev.Leader && ev.PendingOthers > 0:
-		return d.wait(d.now.Add(d.pol.RecheckInterval),
-			fmt.Sprintf("local member is the etcd leader: letting %d other node(s) with pending updates reboot first", ev.PendingOthers))
+	case !ev.MayQueue:
+		return d.wait(d.now.Add(d.pol.RecheckInterval), "not queueing for a reboot slot yet: "+ev.Reason)
 	}
 	return d.acquire()
 }

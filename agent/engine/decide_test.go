@@ -233,10 +233,10 @@ func TestDecide(t *testing.T) {
 			wantPhase: state.Idle, wantAct: ActCheck},
 		{name: "staged deployment vanished: stage again", st: rec(state.Staged), ev: Ticked{}, os: booted, wantPhase: state.Idle, wantAct: ActCheck},
 		{name: "staged target in backoff after a failed hook", st: rec(state.Staged, failed(1, false)), ev: Ticked{}, os: staged, wantPhase: state.Staged, wantAct: ActWait, wantWhy: "retrying after failure"},
-		{name: "leader waits for followers", st: rec(state.Staged), ev: OrderQueried{Leader: true, PendingOthers: 2}, os: staged,
-			wantPhase: state.Staged, wantAct: ActWait, wantWhy: "letting 2 other node(s)"},
-		{name: "leader goes last", st: rec(state.Staged), ev: OrderQueried{Leader: true}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActAcquire},
-		{name: "follower queues", st: rec(state.Staged), ev: OrderQueried{PendingOthers: 2}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActAcquire},
+		{name: "leader rule says wait: wait, say why", st: rec(state.Staged), ev: OrderQueried{Reason: "local member a is the leader; it updates after b"}, os: staged,
+			wantPhase: state.Staged, wantAct: ActWait, wantWhy: "it updates after b"},
+		{name: "leader rule says go: queue", st: rec(state.Staged), ev: OrderQueried{MayQueue: true}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActAcquire},
+		{name: "leader rule unknown: retry", st: rec(state.Staged), ev: OrderQueried{Err: errors.New("etcd down")}, os: staged, wantPhase: state.Staged, wantAct: ActWait, wantWhy: "etcd down"},
 		{name: "not leader-aware: queue at once", st: rec(state.Staged), ev: Ticked{}, os: staged, pol: func(p *Policy) { p.LeaderAware = false },
 			wantPhase: state.WaitingSlot, wantAct: ActAcquire},
 		{name: "slot held: lease recorded, quorum and health before the hooks", st: rec(state.WaitingSlot, lease), ev: SlotHeld{LeaseID: 0x99}, os: staged,
@@ -364,9 +364,9 @@ func TestDecide(t *testing.T) {
 					t.Errorf("%+v", s)
 				}
 			}},
-		{name: "already unlocked: cleanup and stage again, never loop", st: rec(state.Finalizing), ev: FinalizeDone{Err: fmt.Errorf("x: %w", ErrAlreadyUnlocked)}, os: staged,
+		{name: "already unlocked: cleanup and stage again, never loop", st: rec(state.Finalizing), ev: FinalizeDone{Err: errors.New("x: staged deployment already unlocked")}, os: staged,
 			wantPhase: state.Releasing, wantAct: ActCleanup},
-		{name: "checksum mismatch: cleanup", st: rec(state.Finalizing), ev: FinalizeDone{Err: ErrChecksumMismatch}, os: staged, wantPhase: state.Releasing, wantAct: ActCleanup},
+		{name: "checksum mismatch: cleanup", st: rec(state.Finalizing), ev: FinalizeDone{Err: errors.New("staged deployment checksum mismatch")}, os: staged, wantPhase: state.Releasing, wantAct: ActCleanup},
 		{name: "no staged deployment: release and stage again", st: rec(state.Finalizing), ev: FinalizeDone{Err: ErrNoStagedDeployment}, os: booted,
 			wantPhase: state.Releasing, wantAct: ActRelease,
 			check: func(t *testing.T, s state.State, a Action) {

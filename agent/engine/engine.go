@@ -249,13 +249,7 @@ func (e *Engine) do(ctx context.Context, st state.State, act Action) Event {
 		return CleanedUp{Err: e.busy(ctx, func() error { return o.OS.Cleanup(ctx) })}
 	case ActQueryOrder:
 		var ev OrderQueried
-		ev.Err = e.busy(ctx, func() (err error) {
-			if ev.Leader, err = o.Cluster.LocalIsLeader(ctx); err != nil || !ev.Leader {
-				return err
-			}
-			ev.PendingOthers, err = o.Lock.PendingOthers(ctx)
-			return err
-		})
+		ev.Err = e.busy(ctx, func() (err error) { ev.MayQueue, ev.Reason, err = o.Cluster.MayQueue(ctx); return err })
 		return ev
 	case ActAcquire:
 		// Announce again: a failure after staging withdrew the

@@ -27,11 +27,12 @@ type (
 	StageDone struct{ Err error }
 	// CleanedUp: rpm-ostree cleanup -p finished.
 	CleanedUp struct{ Err error }
-	// OrderQueried: leader-aware ordering before queueing for a slot.
+	// OrderQueried: the leader rule before queueing for a slot; Reason
+	// says why not when !MayQueue.
 	OrderQueried struct {
-		Leader        bool
-		PendingOthers int
-		Err           error
+		MayQueue bool
+		Reason   string
+		Err      error
 	}
 	// SlotHeld: this node holds a reboot slot.
 	SlotHeld struct {
@@ -106,7 +107,7 @@ const (
 	ActCheck      ActionKind = "check"       // rpm-ostree upgrade --check
 	ActStage      ActionKind = "stage"       // gentle staging, --lock-finalization
 	ActCleanup    ActionKind = "cleanup"     // rpm-ostree cleanup -p
-	ActQueryOrder ActionKind = "query_order" // leader? other nodes pending?
+	ActQueryOrder ActionKind = "query_order" // the leader rule: may this node queue now?
 	ActAcquire    ActionKind = "acquire"     // queue for a reboot slot and wait until held
 	ActAdopt      ActionKind = "adopt"       // re-attach the persisted lease
 	ActRunHooks   ActionKind = "run_hooks"   // pre-reboot hooks

@@ -115,10 +115,10 @@ func (w *world) Finalize(ctx context.Context, checksum string) error {
 		return fmt.Errorf("finalize: %w", ErrNoStagedDeployment)
 	case w.staged != checksum:
 		w.mu.Unlock()
-		return fmt.Errorf("finalize: %w", ErrChecksumMismatch)
+		return errors.New("finalize: staged deployment checksum mismatch")
 	case !w.locked:
 		w.mu.Unlock()
-		return fmt.Errorf("finalize: %w", ErrAlreadyUnlocked)
+		return errors.New("finalize: staged deployment already unlocked")
 	}
 	if !w.holding() {
 		w.violate("finalize without the reboot slot")
@@ -220,7 +220,6 @@ func (w *world) Release(ctx context.Context) error {
 
 func (w *world) Announce(ctx context.Context, target string) error { return nil }
 func (w *world) Withdraw(ctx context.Context) error                { return nil }
-func (w *world) PendingOthers(ctx context.Context) (int, error)    { return 0, nil }
 
 func (w *world) Fence(ctx context.Context) error {
 	w.mu.Lock()
@@ -238,6 +237,8 @@ func (w *world) expireLeases() {
 }
 
 // --- Cluster ---
+
+func (w *world) MayQueue(ctx context.Context) (bool, string, error) { return true, "", nil }
 
 func (w *world) LocalIsLeader(ctx context.Context) (bool, error) {
 	w.mu.Lock()

@@ -31,19 +31,19 @@ type OS interface {
 	Status(ctx context.Context) (OSStatus, error)
 	// Check returns the available update, or nil when there is none.
 	Check(ctx context.Context) (*state.Target, error)
-	// Finalize unlocks the staged deployment and reboots. Refusals wrap the
-	// Err* values below.
+	// Finalize unlocks the staged deployment and reboots. Refusals the
+	// engine acts on wrap the Err* values below.
 	Finalize(ctx context.Context, checksum string) error
 	// Cleanup discards the staged deployment (rpm-ostree cleanup -p).
 	Cleanup(ctx context.Context) error
 }
 
-// Finalize refusals, wrapped by OS adapters.
+// Finalize refusals the engine acts on, wrapped by OS adapters. Any other
+// error (another checksum staged, already unlocked) means the staged
+// deployment may be unlocked: the engine discards it.
 var (
 	ErrNoStagedDeployment = errors.New("no pending staged deployment")
-	ErrChecksumMismatch   = errors.New("staged deployment is not the expected one")
 	ErrInhibited          = errors.New("reboot blocked by a systemd inhibitor lock")
-	ErrAlreadyUnlocked    = errors.New("staged deployment already unlocked")
 )
 
 // Stager stages gently (transient unit, I/O policy, guard) with
@@ -86,8 +86,6 @@ type Lock interface {
 	// leader lets its followers go first; Withdraw removes the record.
 	Announce(ctx context.Context, target string) error
 	Withdraw(ctx context.Context) error
-	// PendingOthers counts other nodes of the group with an update pending.
-	PendingOthers(ctx context.Context) (int, error)
 	// Fence proves, right before finalizing, that this node still holds
 	// its slot and will through the reboot budget (a transaction on the
 	// holder key's lease and create revision, the lease just renewed).
@@ -105,6 +103,10 @@ var ErrSlotLost = errors.New("reboot slot lost")
 
 // Cluster is the local etcd member's view of its cluster.
 type Cluster interface {
+	// MayQueue applies the leader rule (etcdmember.MayAcquire, the one
+	// rule): whether this node may queue for a reboot slot now; reason
+	// says why not.
+	MayQueue(ctx context.Context) (ok bool, reason string, err error)
 	LocalIsLeader(ctx context.Context) (bool, error)
 	// SafeToReboot reports whether quorum survives this member going down
 	// and every other member is healthy; reason says why not. An error
@@ -175,8 +177,8 @@ func (NoLock) Adopt(context.Context) (LeaseState, error)             { return Le
 func (NoLock) Release(context.Context) error                         { return nil }
 func (NoLock) Announce(context.Context, string) error                { return nil }
 func (NoLock) Withdraw(context.Context) error                        { return nil }
-func (NoLock) PendingOthers(context.Context) (int, error)            { return 0, nil }
 func (NoLock) Fence(context.Context) error                           { return nil }
+func (NoCluster) MayQueue(context.Context) (bool, string, error)     { return true, "", nil }
 func (NoCluster) LocalIsLeader(context.Context) (bool, error)        { return false, nil }
 func (NoCluster) SafeToReboot(context.Context) (bool, string, error) { return true, "", nil }
 func (NoCluster) MoveLeaderAway(context.Context) error               { return nil }

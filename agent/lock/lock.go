@@ -287,7 +287,7 @@ func (l *Lock) Withdraw(ctx context.Context) error {
 }
 
 // Pending lists the group's announcements (this node's included) and the
-// revision they were read at, for WaitPendingChange.
+// revision they were read at.
 func (l *Lock) Pending(ctx context.Context) ([]Announcement, int64, error) {
 	resp, err := l.cli.Get(ctx, pendingPrefix(l.o.Prefix, l.o.Group), clientv3.WithPrefix())
 	if err != nil {
@@ -303,17 +303,4 @@ func (l *Lock) Pending(ctx context.Context) ([]Announcement, int64, error) {
 		out = append(out, a)
 	}
 	return out, resp.Header.Revision, nil
-}
-
-// WaitPendingChange returns when an announcement changed after rev, after
-// maxWait (leadership can move without any key changing), or when ctx ends.
-func (l *Lock) WaitPendingChange(ctx context.Context, rev int64, maxWait time.Duration) error {
-	wctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), maxWait)
-	defer cancel()
-	wch := l.cli.Watch(wctx, pendingPrefix(l.o.Prefix, l.o.Group), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-	select {
-	case <-wch:
-	case <-wctx.Done():
-	}
-	return ctx.Err()
 }

@@ -85,13 +85,6 @@ func AfterDeletion(mine Entry, earlier int, deleted Entry) (next int, ok bool) {
 	return earlier - 1, true
 }
 
-// Split returns the holders and the waiters, each in FIFO order.
-func Split(entries []Entry, slots int) (holders, waiters []Entry) {
-	ordered := Order(entries)
-	n := min(max(slots, 0), len(ordered))
-	return ordered[:n], ordered[n:]
-}
-
 // Record is the value of a holders/<node> key.
 type Record struct {
 	Node       string    `json:"node"`

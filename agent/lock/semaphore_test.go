@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"reflect"
 	"testing"
 )
 
@@ -34,20 +33,6 @@ func TestLocate(t *testing.T) {
 				t.Errorf("Locate(%s) = %+v, %v; want %+v, %v", tt.node, got, ok, tt.want, tt.ok)
 			}
 		})
-	}
-}
-
-func TestSplit(t *testing.T) {
-	q := []Entry{{"c", 30}, {"a", 10}, {"b", 20}}
-	h, w := Split(q, 2)
-	if want := []Entry{{"a", 10}, {"b", 20}}; !reflect.DeepEqual(h, want) {
-		t.Errorf("holders %v, want %v", h, want)
-	}
-	if want := []Entry{{"c", 30}}; !reflect.DeepEqual(w, want) {
-		t.Errorf("waiters %v, want %v", w, want)
-	}
-	if h, w := Split(q, 5); len(h) != 3 || len(w) != 0 {
-		t.Errorf("Split with spare slots: %v %v", h, w)
 	}
 }
 

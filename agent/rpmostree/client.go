@@ -208,7 +208,7 @@ func (r StageRequest) Validate() error {
 type StageResult struct {
 	// Changed is false when rpm-ostree found nothing new ("No change." or
 	// "No upgrade available."). An already-staged target is then NOT
-	// re-locked: check StagedNotLockedByUs.
+	// re-locked: discard it (cleanup -p) and stage again.
 	Changed bool
 }
 

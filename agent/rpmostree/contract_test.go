@@ -157,9 +157,9 @@ func TestNoReLockTrap(t *testing.T) {
 		t.Errorf("deploy output %q lacks No change.", out)
 	}
 	st := status(t, c)
-	d, bad := rpmostree.StagedNotLockedByUs(st, nil, "boot-1")
-	if !bad || d.Checksum != next {
-		t.Fatalf("StagedNotLockedByUs = %v, %v", d.ID, bad)
+	d, ok := st.Staged()
+	if !ok || d.Checksum != next {
+		t.Fatalf("staged = %v, %v", d.ID, ok)
 	}
 	// Proof that it is still unlocked.
 	if err := c.Finalize(ctx, d); !errors.Is(err, rpmostree.ErrAlreadyUnlocked) {
@@ -174,11 +174,7 @@ func TestNoReLockTrap(t *testing.T) {
 	if res, err := c.Stage(ctx, rpmostree.StageRequest{Kind: rpmostree.StageDeploy, Checksum: next}); err != nil || !res.Changed {
 		t.Fatalf("restage = %+v, %v", res, err)
 	}
-	d = mustStaged(t, c)
-	rec := &rpmostree.LockRecord{DeploymentID: d.ID, Checksum: d.Target(), BootID: "boot-1"}
-	if _, bad := rpmostree.StagedNotLockedByUs(status(t, c), rec, "boot-1"); bad {
-		t.Error("freshly locked deployment reported as not ours")
-	}
+	mustStaged(t, c)
 	// Locked now: an orderly reboot keeps the booted deployment.
 	e.PlannedReboot()
 	if b, _ := status(t, c).Booted(); b.Checksum == next {

@@ -40,7 +40,8 @@ type Deployment struct {
 	Pinned                        bool   `json:"pinned"`
 	// FinalizationLocked is informational only: since rpm-ostree 2024.6 the
 	// key is usually absent even for a locked deployment, because the lock
-	// moved into /run/ostree/staged-deployment. Decide on LockRecord instead.
+	// moved into /run/ostree/staged-deployment. The engine records what it
+	// locked itself (state.State.Locked).
 	FinalizationLocked *bool `json:"finalization-locked,omitempty"`
 }
 

@@ -109,36 +109,6 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-func TestStagedNotLockedByUs(t *testing.T) {
-	st := loadStatus(t, "status-ostree-staged.json")
-	staged, _ := st.Staged()
-	good := &LockRecord{DeploymentID: staged.ID, Checksum: staged.Checksum, BootID: "boot-1"}
-	cases := []struct {
-		name   string
-		st     *Status
-		rec    *LockRecord
-		bootID string
-		want   bool
-	}{
-		{"nothing staged", loadStatus(t, "status-container.json"), nil, "boot-1", false},
-		{"locked by us this boot", st, good, "boot-1", false},
-		{"no record", st, nil, "boot-1", true},
-		{"record from another boot", st, good, "boot-2", true},
-		{"record without boot id", st, &LockRecord{DeploymentID: staged.ID, Checksum: staged.Checksum}, "", true},
-		{"another deployment staged since", st, &LockRecord{DeploymentID: "fedora-coreos-x.1", Checksum: staged.Checksum, BootID: "boot-1"}, "boot-1", true},
-		{"checksum differs", st, &LockRecord{DeploymentID: staged.ID, Checksum: "abc", BootID: "boot-1"}, "boot-1", true},
-	}
-	for _, c := range cases {
-		d, got := StagedNotLockedByUs(c.st, c.rec, c.bootID)
-		if got != c.want {
-			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
-		}
-		if got && d.ID != staged.ID {
-			t.Errorf("%s: returned %q, want the staged deployment", c.name, d.ID)
-		}
-	}
-}
-
 func TestStageArgv(t *testing.T) {
 	c := &Client{Path: "/usr/bin/rpm-ostree"}
 	cases := []struct {

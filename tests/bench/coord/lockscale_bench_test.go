@@ -125,9 +125,16 @@ func TestLockAtScale(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			node := fmt.Sprintf("n%04d", i)
+			// Each session is a host with its own state directory, which
+			// the agent's state store creates before the lock writes to it.
+			dir := filepath.Join(stateBase, node)
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Error(err)
+				return
+			}
 			l, err := lock.New(clis[i%len(clis)], lock.Options{
 				Prefix: prefix, Group: group, Slots: slots, TTL: 60 * time.Second,
-				Node: node, StateDir: filepath.Join(stateBase, node), Log: quiet,
+				Node: node, StateDir: dir, Log: quiet,
 			})
 			if err != nil {
 				t.Error(err)
