@@ -23,6 +23,11 @@ import (
 // quick is BENCH_QUICK=1: fewer rollouts and a shorter bound, for iteration.
 var quick = os.Getenv("BENCH_QUICK") == "1"
 
+// smoke is BENCH_SMOKE=1 (make bench-smoke, part of make check): each
+// benchmark at a size that runs in seconds, so one that breaks fails CI.
+// Explicit BENCH_* sizes still apply.
+var smoke = os.Getenv("BENCH_SMOKE") == "1"
+
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
@@ -53,11 +58,14 @@ func writeResult(t *testing.T, name, content string) {
 // grant out of FIFO order).
 func TestLockAtScale(t *testing.T) {
 	const slots = 3
-	sessions := envInt("BENCH_LOCK_SESSIONS", 1000)
-	boundS := 240
+	defSessions, boundS := 1000, 240
 	if quick {
 		boundS = 60
 	}
+	if smoke {
+		defSessions, boundS = 50, 60
+	}
+	sessions := envInt("BENCH_LOCK_SESSIONS", defSessions)
 	bound := time.Duration(envInt("BENCH_LOCK_SECONDS", boundS)) * time.Second
 	hold := 20 * time.Millisecond
 

@@ -41,20 +41,24 @@ type benchMode struct {
 // once, has an election no agent planned, or any rollout reboots a node
 // while another member is down.
 func TestRollingUpdates(t *testing.T) {
-	n := envInt("BENCH_ROLLOUTS", 50)
-	nDown := envInt("BENCH_MEMBER_DOWN_ROLLOUTS", 10)
-	if quick {
+	n, nDown, sizes, want := 50, 10, "3,5", "leader-aware,unaware,member-down"
+	switch {
+	case smoke:
+		n, sizes, want = 2, "3", "leader-aware,unaware"
+	case quick:
 		n, nDown = 5, 2
 	}
-	sizes := envList("BENCH_ROLLOUT_MEMBERS", "3,5")
-	want := envList("BENCH_ROLLOUT_MODES", "leader-aware,unaware,member-down")
+	n = envInt("BENCH_ROLLOUTS", n)
+	nDown = envInt("BENCH_MEMBER_DOWN_ROLLOUTS", nDown)
+	members := envList("BENCH_ROLLOUT_MEMBERS", sizes)
+	modeNames := envList("BENCH_ROLLOUT_MODES", want)
 	var modes []benchMode
 	for _, m := range []benchMode{
 		{name: "leader-aware", aware: true, rollouts: n},
 		{name: "unaware", rollouts: n},
 		{name: "member-down", aware: true, memberDown: 15 * time.Second, rollouts: nDown},
 	} {
-		if contains(want, m.name) {
+		if contains(modeNames, m.name) {
 			modes = append(modes, m)
 		}
 	}
@@ -63,7 +67,7 @@ func TestRollingUpdates(t *testing.T) {
 	var csv strings.Builder
 	csv.WriteString("members,mode,rollout,initial_leader,leader_changes,elections,planned_moves,order,missing_s,total_s,violations\n")
 	began := time.Now()
-	for _, size := range sizes {
+	for _, size := range members {
 		members, err := strconv.Atoi(size)
 		if err != nil {
 			t.Fatalf("BENCH_ROLLOUT_MEMBERS: %v", err)
