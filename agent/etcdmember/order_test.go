@@ -113,6 +113,10 @@ func TestMayAcquire(t *testing.T) {
 		{"follower goes", all, Situation{Local: "b", Health: cluster(3, 0), PendingMembers: []string{"a", "c"}}, Proceed, "follower"},
 		{"leader waits for others", all, Situation{Local: "a", Health: cluster(3, 0), PendingMembers: []string{"c", "a", "b", "c"}}, Wait, "after b, c"},
 		{"leader last", all, Situation{Local: "a", Health: cluster(3, 0), PendingMembers: []string{"a"}}, Proceed, "last"},
+		{"hosts without a member do not hold the leader back", all, Situation{Local: "a", Health: cluster(3, 0), PendingMembers: []string{"", ""}}, Proceed, "last"},
+		{"follower while another follower is pending", all, Situation{Local: "c", Health: cluster(3, 0), PendingMembers: []string{"b"}}, Proceed, "follower"},
+		// The engine used to queue here; queueing now could put a node
+		// that is about to lead ahead of its followers.
 		{"no leader", all, Situation{Local: "a", Health: cluster(3, -1)}, Wait, "no leader"},
 		{"rule disabled", Policy{}, Situation{Local: "a", Health: cluster(3, 0), PendingMembers: []string{"b"}}, Proceed, "disabled"},
 	}
