@@ -27,6 +27,9 @@ type RunOptions struct {
 	// this long: an outage in the middle of the rollout, while nodes are
 	// still to reboot. None may reboot until it is back.
 	MemberDown time.Duration
+	// Tick, when set, runs on every turn of the rollout's loop (about
+	// every 20 ms), e.g. to crash agents (Fleet.Crash) while it goes on.
+	Tick func()
 }
 
 // Rollout publishes an update on every host, has every agent check for it
@@ -88,6 +91,9 @@ func (f *Fleet) Rollout(ro RunOptions) (Result, error) {
 	var err error
 	for {
 		f.Step()
+		if ro.Tick != nil {
+			ro.Tick()
+		}
 		if rb := f.Reboots()[reboots0:]; ro.MemberDown > 0 && !faulted && len(rb) >= 2 {
 			faulted = true
 			downMember, downUntil = rb[0], time.Now().Add(ro.MemberDown)
