@@ -46,11 +46,13 @@ e2e: host-deps
 	$(GO) test -tags e2e -count=1 -timeout 40m -p 1 -v ./tests/e2e/...
 
 # bench: staging vs etcd latency in the qemu guest, rolling updates and the
-# lock at fleet scale (tests/bench). Not part of CI. On 2 idle cores the
+# lock at fleet scale (tests/bench). Not part of CI (bench-smoke is). On 2 idle cores the
 # latency plan took 59 min with BENCH_UPDATE_SIZE=300MiB; at its own 1.2 GiB
 # expect 3-4 hours. BENCH_QUICK=1 for a shorter run (small disk, smaller
-# update, fewer scenarios and rollouts); BENCH_SCENARIOS and BENCH_DISKS pick. Prints the tables; CSV, PNG and markdown go to
-# BENCH_OUT. Any missing piece fails the run: no table is printed from
+# update, fewer scenarios and rollouts); BENCH_SCENARIOS and BENCH_DISKS pick
+# the latency scenarios, BENCH_ROLLOUTS, BENCH_ROLLOUT_MEMBERS (3,5) and
+# BENCH_ROLLOUT_MODES the rollouts, BENCH_LOCK_SESSIONS the lock's size.
+# Prints the tables; CSV, PNG and markdown go to BENCH_OUT. Any missing piece fails the run: no table is printed from
 # partial data.
 BENCH_OUT ?= bench-out
 
