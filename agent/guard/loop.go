@@ -240,13 +240,13 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 		d := ctrl.Step(s)
 		recheck = d.Recheck
 		if g.o.Rate.Set != nil {
-			old := rate.Rate
+			first, lastCut := !rate.Started, rate.LastCut
 			var rd RateDecision
 			rate, rd = StepRate(g.o.Rate.Config, base, rate, RateInput{Sample: s, StallBase: g.stallBase, Written: s.Written})
-			if rd.Changed || old == 0 {
-				if rd.Rate < old {
-					rateCuts++
-				}
+			if rate.LastCut != lastCut {
+				rateCuts++
+			}
+			if rd.Changed || first {
 				log.Info("staging write rate", rd.LogAttrs()...)
 				if err := g.o.Rate.Set(ctx, rd.Rate); err != nil {
 					log.Warn("staging write rate not set", "err", err)
