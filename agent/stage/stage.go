@@ -284,7 +284,9 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 		rep.Duration = time.Since(start)
 		s.log.Info("staging window closed", "staging_unit", s.o.StagingUnit, "duration", rep.Duration.Round(time.Millisecond),
 			"guard_freezes", rep.Guard.Freezes, "guard_frozen_seconds", rep.Guard.Frozen.Seconds(),
-			"guard_forced_thaws", rep.Guard.ForcedThaws, "ok", err == nil)
+			"guard_forced_thaws", rep.Guard.ForcedThaws, "setup_seconds", round3(rep.Setup.Seconds()),
+			"write_rate_mbps", round3(float64(rep.Guard.Rate)/1e6), "write_rate_cuts", rep.Guard.RateCuts,
+			"baseline", rep.Baseline, "ok", err == nil)
 	}()
 	if s.o.Timeout > 0 {
 		var cancel context.CancelFunc
