@@ -35,6 +35,9 @@ type Sample struct {
 	// writers): the rate controller does not raise a cap they did not
 	// keep up with.
 	Written float64
+	// QueueDepth is the deepest mean device queue (requests in flight)
+	// among the disks over the window.
+	QueueDepth float64
 }
 
 // Baseline is each signal's normal p99 and median, learned before staging

@@ -99,11 +99,11 @@ func TestParseDiskStat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d != (DiskStat{IOs: 350, TicksMS: 600, InFlight: 3, BusyMS: 400, Written: 1600 * 512}) {
+	if d != (DiskStat{IOs: 350, TicksMS: 600, InFlight: 3, BusyMS: 400, Written: 1600 * 512, QueueMS: 520}) {
 		t.Errorf("17 fields: %+v", d)
 	}
 	d11, err := ParseDiskStat("100 0 800 50 200 10 1600 450 3 400 520")
-	if err != nil || d11 != (DiskStat{IOs: 300, TicksMS: 500, InFlight: 3, BusyMS: 400, Written: 1600 * 512}) {
+	if err != nil || d11 != (DiskStat{IOs: 300, TicksMS: 500, InFlight: 3, BusyMS: 400, Written: 1600 * 512, QueueMS: 520}) {
 		t.Errorf("11 fields: %+v %v", d11, err)
 	}
 	if _, err := ParseDiskStat("1 2 3"); err == nil {

@@ -242,7 +242,11 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 		if g.o.Rate.Set != nil {
 			first, lastCut := !rate.Started, rate.LastCut
 			var rd RateDecision
-			rate, rd = StepRate(g.o.Rate.Config, base, rate, RateInput{Sample: s, StallBase: g.stallBase, Written: s.Written})
+			rs := s
+			if !cfg.StallOwn {
+				rs.Stall = -1 // the host's stall share counts the stager's own waits
+			}
+			rate, rd = StepRate(g.o.Rate.Config, base, rate, RateInput{Sample: rs, StallBase: g.stallBase, Written: s.Written})
 			if rate.LastCut != lastCut {
 				rateCuts++
 			}

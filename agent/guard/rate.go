@@ -41,6 +41,11 @@ type RateConfig struct {
 	// window plus the time the queue takes to drain).
 	ProbeEvery time.Duration
 	Cooldown   time.Duration
+	// QueueHold: no probing up while a staging disk's mean queue is
+	// deeper than this many requests (default 8): the disk already has
+	// more than it serves, and a higher cap only lengthens the queue an
+	// fsync waits behind. Negative: not used.
+	QueueHold float64
 	// Headroom: the rate is not raised above Headroom times the write rate
 	// the disks achieved (default 2), so a cap that does not bind (the
 	// stager busy on the CPU) does not climb without limit.
@@ -72,6 +77,7 @@ func (c RateConfig) WithDefaults() RateConfig {
 	defF(&c.Target, 1.3)
 	defF(&c.StallTarget, 0.1)
 	defF(&c.Headroom, 2)
+	defF(&c.QueueHold, 8)
 	defD(&c.MinP99, 2*time.Millisecond)
 	defD(&c.ProbeEvery, time.Second)
 	defD(&c.Cooldown, 2*time.Second)
@@ -214,6 +220,8 @@ func StepRate(cfg RateConfig, base Baseline, st RateState, in RateInput) (RateSt
 		d.Reason = "calm, waiting out the last cut"
 	case now.Sub(st.LastRaise) < cfg.ProbeEvery:
 		d.Reason = "calm"
+	case cfg.QueueHold > 0 && in.Sample.QueueDepth > cfg.QueueHold:
+		d.Reason = fmt.Sprintf("calm, but the device queue is %.1f deep: holding", in.Sample.QueueDepth)
 	default:
 		// Additive near the rate that was too much last time; quicker
 		// well below it, so a fast disk is not probed for minutes after a

@@ -46,6 +46,8 @@ func TestStepRate(t *testing.T) {
 			RateState{Started: true, Rate: 4_000_000, LastRaise: at(0), LastCut: at(-60), CutFrom: 12_000_000}, RateInput{Sample: wal(1, 5*time.Millisecond)}, 4_500_000, "calm: probing up", true},
 		{"a cap the disks fell behind is not raised",
 			steady, RateInput{Sample: wal(1, 5*time.Millisecond), Written: 8_000_000}, 10_000_000, "calm, but the cap does not bind: holding", false},
+		{"a deep device queue holds the rate",
+			steady, RateInput{Sample: Sample{At: at(1), Stall: -1, QueueDepth: 20, Latency: map[string]Stat{SignalWALFsync: {P99: 5 * time.Millisecond, N: 20}}}}, 10_000_000, "calm, but the device queue is 20.0 deep: holding", false},
 		{"nothing observed: hold",
 			steady, RateInput{Sample: Sample{At: at(1), Stall: -1}}, 10_000_000, "no signal in the window: holding", false},
 		{"etcd silent: disk await against its baseline decides",

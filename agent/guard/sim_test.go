@@ -65,6 +65,7 @@ type sim struct {
 	ios     uint64
 	ticks   time.Duration
 	written int64
+	queued  time.Duration // time_in_queue: in-flight requests x time
 }
 
 const simTick = 100 * time.Microsecond
@@ -81,6 +82,7 @@ func (s *sim) submit(r *simReq) {
 // step advances one tick.
 func (s *sim) step() {
 	s.now += simTick
+	s.queued += time.Duration(len(s.fifo)+len(s.service)) * simTick
 	dt := simTick.Seconds()
 	d := &s.disk
 	// Leaky buckets with a small burst, as qemu's throttling: a request
@@ -175,12 +177,13 @@ func (s *sim) controlled(t *testing.T, cfg RateConfig, base Baseline, d time.Dur
 		ios     uint64
 		ticks   time.Duration
 		written int64
+		queued  time.Duration
 	}
 	var snaps []snap
 	var rates []uint64
 	window := time.Second
 	s.run(d, 250*time.Millisecond, func() {
-		snaps = append(snaps, snap{s.now, len(s.fsyncLat), s.ios, s.ticks, s.written})
+		snaps = append(snaps, snap{s.now, len(s.fsyncLat), s.ios, s.ticks, s.written, s.queued})
 		i := 0
 		for j := len(snaps) - 1; j >= 0; j-- {
 			if s.now-snaps[j].at >= window {
@@ -201,6 +204,7 @@ func (s *sim) controlled(t *testing.T, cfg RateConfig, base Baseline, d time.Dur
 		written := 0.0
 		if dt := (s.now - old.at).Seconds(); dt > 0 {
 			written = float64(s.written-old.written) / dt
+			sample.QueueDepth = (s.queued - old.queued).Seconds() / dt
 		}
 		var dec RateDecision
 		st, dec = StepRate(cfg, base, st, RateInput{Sample: sample, StallBase: -1, Written: written})

@@ -56,6 +56,9 @@ func Delta(old, cur Reading) Sample {
 		if dt > 0 && ds.Written >= prev.Written {
 			s.Written += float64(ds.Written-prev.Written) / dt
 		}
+		if dt > 0 && ds.QueueMS >= prev.QueueMS {
+			s.QueueDepth = max(s.QueueDepth, float64(ds.QueueMS-prev.QueueMS)/1000/dt)
+		}
 		if aw, n, ok := ds.Await(prev); ok {
 			s.Kernel[diskSignal(disk)] = Stat{P99: aw, Median: aw, N: n}
 		} else {
