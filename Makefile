@@ -45,13 +45,16 @@ e2e: host-deps
 # bench: staging vs etcd latency in the qemu guest, rolling updates and the
 # lock at fleet scale (tests/bench). Not part of CI. On 2 idle cores the
 # latency plan took 59 min with BENCH_UPDATE_SIZE=300MiB; at its own 1.2 GiB
-# expect 3-4 hours. BENCH_QUICK=1 for a shorter run (small disk, smaller
-# update, fewer scenarios and rollouts); BENCH_SCENARIOS and BENCH_DISKS pick. Prints the tables; CSV, PNG and markdown go to
-# BENCH_OUT. Any missing piece fails the run: no table is printed from
-# partial data.
+# expect 3-4 hours per repetition. Each latency scenario runs BENCH_REPS
+# times (default 3), interleaved; the summary shows medians with min-max.
+# BENCH_QUICK=1 for a shorter run (small disk, smaller update, fewer
+# scenarios and rollouts); BENCH_SCENARIOS and BENCH_DISKS pick. Prints the
+# tables; CSV, PNG and markdown go to BENCH_OUT. Any missing piece fails the
+# run: no table is printed from partial data.
 BENCH_OUT ?= bench-out
+BENCH_TIMEOUT ?= 900m
 bench: host-deps
-	BENCH_OUT=$(abspath $(BENCH_OUT)) $(GO) test -tags bench -count=1 -p 1 -v -timeout 300m ./tests/bench/coord/ ./tests/bench/latency/
+	BENCH_OUT=$(abspath $(BENCH_OUT)) $(GO) test -tags bench -count=1 -p 1 -v -timeout $(BENCH_TIMEOUT) ./tests/bench/coord/ ./tests/bench/latency/
 	@echo "results: $(BENCH_OUT)/"
 
 # demo: one full gentle update + coordinated reboot of a qemu guest running
