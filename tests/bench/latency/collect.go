@@ -220,7 +220,46 @@ func (m Measured) Panel() (report.Panel, error) {
 		p.StageStart = time.Duration(m.Window.Start - m.Loads.StartNS)
 		p.StageEnd = time.Duration(m.Window.End - m.Loads.StartNS)
 	}
+	if _, s, e, err := SetupPhase(m.StageLog); err == nil && e > 0 {
+		p.SetupStart, p.SetupEnd = time.Duration(s-m.Loads.StartNS), time.Duration(e-m.Loads.StartNS)
+	}
 	return p, nil
+}
+
+// Curves are m's latency CDFs: the fio job's gaps between WAL appends and
+// etcd's WAL fsync histogram over the scenario.
+func (m Measured) Curves() (fioCurve, etcdCurve report.Curve, err error) {
+	label := m.Scenario.ID
+	samples, err := fio.ParseLatLog(bytes.NewReader(m.FioLat))
+	if err != nil {
+		return fioCurve, etcdCurve, err
+	}
+	fioCurve.Label = label
+	for _, s := range fio.SyncStalls(samples) {
+		fioCurve.Lats = append(fioCurve.Lats, s.Gap)
+	}
+	pre, err := promhist.Parse(bytes.NewReader(m.EtcdPre), WALFsync)
+	if err != nil {
+		return fioCurve, etcdCurve, err
+	}
+	post, err := promhist.Parse(bytes.NewReader(m.EtcdPost), WALFsync)
+	if err != nil {
+		return fioCurve, etcdCurve, err
+	}
+	d, err := post.Sub(pre)
+	if err != nil {
+		return fioCurve, etcdCurve, err
+	}
+	etcdCurve.Label = label
+	if tot := d.Total(); tot > 0 {
+		for _, b := range d.Buckets {
+			if math.IsInf(b.Le, 1) {
+				continue
+			}
+			etcdCurve.Steps = append(etcdCurve.Steps, report.Step{Le: time.Duration(b.Le * float64(time.Second)), Share: b.Count / tot})
+		}
+	}
+	return fioCurve, etcdCurve, nil
 }
 
 // etcdTimeline reads putload's timeline.csv into points relative to startNS.

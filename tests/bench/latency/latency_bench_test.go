@@ -121,7 +121,7 @@ func TestStagingLatency(t *testing.T) {
 
 	r := &run{g: g, plan: plan, base: base, update: update, out: out, logf: logf}
 	for _, d := range plan.Disks {
-		r.panels = nil
+		r.panels, r.fioCDF, r.etcdCDF = nil, nil, nil
 		r.split = false
 		if err := StartEtcd(ctx, g, r.split); err != nil {
 			t.Fatal(err)
@@ -147,6 +147,16 @@ func TestStagingLatency(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(out, "latency-"+d.Name+".png"), png.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		for name, c := range map[string][]report.Curve{"fio": r.fioCDF, "etcd": r.etcdCDF} {
+			var b bytes.Buffer
+			title := fmt.Sprintf("%s: %s WAL fsync latency CDF (first repetition)", d.Name, name)
+			if err := report.WriteCDF(&b, title, c); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(out, "cdf-"+name+"-"+d.Name+".png"), b.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	fmt.Println()
 	if err := r.table.WriteText(os.Stdout); err != nil {
@@ -167,7 +177,8 @@ type run struct {
 	split             bool // etcd on its own filesystem now
 	table             report.Table
 	notes             []string
-	panels            []report.Panel // of the disk being measured
+	panels            []report.Panel // of the disk being measured (first repetition)
+	fioCDF, etcdCDF   []report.Curve
 }
 
 // runOne runs one repetition of one scenario and adds its rows, log, note
@@ -205,6 +216,12 @@ func (r *run) runOne(ctx context.Context, d Disk, sc Scenario, rep int) error {
 			return err
 		}
 		r.panels = append(r.panels, p)
+		fc, ec, err := m.Curves()
+		if err != nil {
+			return err
+		}
+		fc.Label += " " + sc.Load(d)
+		r.fioCDF, r.etcdCDF = append(r.fioCDF, fc), append(r.etcdCDF, ec)
 	}
 	if m.Window.Summary != "" {
 		r.notes = append(r.notes, fmt.Sprintf("- %s/%s rep %d: %s", d.Name, sc.ID, rep, m.Window.Summary))

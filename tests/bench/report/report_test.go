@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/csv"
+	"image/color"
 	"image/png"
 	"math"
 	"strings"
@@ -151,6 +152,25 @@ func TestWriteTextAndCSV(t *testing.T) {
 	}
 }
 
+// countColor counts the pixels of exactly c.
+func countColor(t *testing.T, b []byte, c color.RGBA) int {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	r := img.Bounds()
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			if color.RGBAModel.Convert(img.At(x, y)) == c {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 func TestWritePNG(t *testing.T) {
 	var pts []Point
 	for i := 0; i < 600; i++ {
@@ -160,46 +180,61 @@ func TestWritePNG(t *testing.T) {
 		}
 		pts = append(pts, Point{At: time.Duration(i) * 100 * ms, Lat: lat})
 	}
+	staged := Panel{Title: "b-naive 500iops", Series: []Series{{"fio", Blue, pts}, {"etcd", Orange, pts[:1]}},
+		SetupStart: 15 * time.Second, SetupEnd: 20 * time.Second, StageStart: 20 * time.Second, StageEnd: 40 * time.Second, ThresholdLine: 100 * ms}
+	alone := Panel{Title: "a-alone", Series: []Series{{"fio", Blue, pts[:100]}, {"etcd", Orange, []Point{{At: time.Second, Lat: time.Hour}}}}}
 	var b bytes.Buffer
-	err := WritePNG(&b, []Panel{
-		{Title: "b-naive 500iops", Series: []Series{{"fio", Blue, pts}, {"etcd", Orange, pts[:1]}}, StageStart: 20 * time.Second, StageEnd: 40 * time.Second, ThresholdLine: 100 * ms},
-		{Title: "a-alone", Series: []Series{{"fio", Blue, pts[:100]}}},
-	})
+	if err := WritePNG(&b, []Panel{staged, alone}); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(b.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := png.Decode(&b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if img.Bounds().Dx() != panelW || img.Bounds().Dy() != 2*panelH {
+	if img.Bounds().Dx() < 800 || img.Bounds().Dy() < 2*200 {
 		t.Fatalf("size %v", img.Bounds())
 	}
-	// Inside the staging window, away from the dots: shaded. Outside: white.
-	x := marginL + (panelW-marginL-marginR)*30/60
-	if r, g, bl, _ := img.At(x, yPos(0, 3*ms+ms/2)).RGBA(); r>>8 != 255 || g>>8 != 228 || bl>>8 != 181 {
-		t.Errorf("staging window not shaded at x=%d: %d %d %d", x, r>>8, g>>8, bl>>8)
+	// Both phases shaded, the staging window four times the setup's width.
+	stage, setup := countColor(t, b.Bytes(), StageShade), countColor(t, b.Bytes(), SetupShade)
+	if stage == 0 || setup == 0 || stage < 2*setup {
+		t.Errorf("shaded pixels: staging %d, setup %d", stage, setup)
 	}
-	x = marginL + (panelW-marginL-marginR)*50/60
-	if r, g, bl, _ := img.At(x, yPos(0, 3*ms+ms/2)).RGBA(); r>>8 != 255 || g>>8 != 255 || bl>>8 != 255 {
-		t.Errorf("outside the window not white: %d %d %d", r>>8, g>>8, bl>>8)
+	var a bytes.Buffer
+	if err := WritePNG(&a, []Panel{alone}); err != nil {
+		t.Fatal(err)
 	}
-	// The stall is drawn at 300 ms, inside the window.
-	x = marginL + (panelW-marginL-marginR)*30/60
-	if c := img.At(x, yPos(0, 300*ms)); c != Blue {
-		t.Errorf("no dot at the stall: %v", c)
+	if n := countColor(t, a.Bytes(), StageShade); n != 0 {
+		t.Errorf("nothing staged, yet %d shaded pixels", n)
 	}
 	if err := WritePNG(&b, nil); err == nil {
 		t.Error("no panels: no error")
 	}
 }
 
-func TestYPosIsLogAndClamped(t *testing.T) {
-	a, b, c := yPos(0, time.Millisecond), yPos(0, 10*time.Millisecond), yPos(0, 100*time.Millisecond)
-	if d := (a - b) - (b - c); d < -1 || d > 1 || a <= b {
-		t.Errorf("decades at %d %d %d", a, b, c)
+func TestCDF(t *testing.T) {
+	xys := CDF([]time.Duration{4 * ms, ms, 2 * ms, 2 * ms, time.Hour})
+	want := []struct{ x, y float64 }{{1, 0.2}, {2, 0.6}, {4, 0.8}, {10000, 1}} // clamped to 10 s
+	if len(xys) != len(want) {
+		t.Fatalf("cdf %v", xys)
 	}
-	if yPos(0, time.Nanosecond) != yPos(0, yMin) || yPos(0, time.Hour) != yPos(0, yMax) {
-		t.Error("not clamped")
+	for i, w := range want {
+		if math.Abs(xys[i].X-w.x) > 1e-9 || math.Abs(xys[i].Y-w.y) > 1e-9 {
+			t.Errorf("point %d = %v, want %v", i, xys[i], w)
+		}
+	}
+	var b bytes.Buffer
+	err := WriteCDF(&b, "500iops fio", []Curve{
+		{Label: "a-alone", Lats: []time.Duration{ms, 2 * ms, 3 * ms}},
+		{Label: "b-naive", Color: Red, Lats: []time.Duration{ms, 300 * ms, 4 * time.Second}},
+		{Label: "d-agent etcd", Steps: []Step{{ms, 0.5}, {2 * ms, 0.9}, {4 * ms, 1}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if countColor(t, b.Bytes(), Red) == 0 {
+		t.Error("the red curve is not drawn")
+	}
+	if err := WriteCDF(&b, "empty", []Curve{{Label: "x"}}); err == nil {
+		t.Error("no points: no error")
 	}
 }
