@@ -42,10 +42,13 @@ type RateConfig struct {
 	ProbeEvery time.Duration
 	Cooldown   time.Duration
 	// QueueHold: no probing up while a staging disk's mean queue is
-	// deeper than this many requests (default 8): the disk already has
+	// deeper than this many requests (default 4): the disk already has
 	// more than it serves, and a higher cap only lengthens the queue an
 	// fsync waits behind. Negative: not used.
 	QueueHold float64
+	// QueueCut: without etcd's signals, a staging disk's mean queue deeper
+	// than this is congestion (default 2 x QueueHold).
+	QueueCut float64
 	// Headroom: the rate is not raised above Headroom times the write rate
 	// the disks achieved (default 2), so a cap that does not bind (the
 	// stager busy on the CPU) does not climb without limit.
@@ -77,7 +80,8 @@ func (c RateConfig) WithDefaults() RateConfig {
 	defF(&c.Target, 1.3)
 	defF(&c.StallTarget, 0.1)
 	defF(&c.Headroom, 2)
-	defF(&c.QueueHold, 8)
+	defF(&c.QueueHold, 4)
+	defF(&c.QueueCut, 2*c.QueueHold)
 	defD(&c.MinP99, 2*time.Millisecond)
 	defD(&c.ProbeEvery, time.Second)
 	defD(&c.Cooldown, 2*time.Second)
@@ -130,18 +134,24 @@ type RateDecision struct {
 	Reason  string
 	// Signal is the signal that decided, Value vs Target its ratio to
 	// baseline and the limit.
-	Signal    string
-	Value     time.Duration
-	TargetP99 time.Duration
-	Stall     float64
-	Congested bool
+	Signal     string
+	Value      time.Duration
+	TargetP99  time.Duration
+	Stall      float64
+	QueueDepth float64
+	Congested  bool
 }
 
 // LogAttrs are the decision's numbers as slog key/value pairs.
 func (d RateDecision) LogAttrs() []any {
 	a := []any{"write_rate_mbps", round3(float64(d.Rate) / 1e6), "reason", d.Reason, "congested", d.Congested}
-	if d.Signal != "" {
+	if d.Signal != "" && d.TargetP99 > 0 {
 		a = append(a, "signal", d.Signal, "p99_ms", ms(d.Value), "target_ms", ms(d.TargetP99))
+	} else if d.Signal != "" {
+		a = append(a, "signal", d.Signal)
+	}
+	if d.QueueDepth > 0 {
+		a = append(a, "queue_depth", round3(d.QueueDepth))
 	}
 	if d.Stall >= 0 {
 		a = append(a, "io_stall_share", round3(d.Stall))
@@ -150,36 +160,36 @@ func (d RateDecision) LogAttrs() []any {
 }
 
 // congestion says whether the sample shows etcd suffering: any etcd
-// latency signal with observations over Target x baseline p99, or,
-// without such observations, disk await over Target x its baseline, or
-// etcd's stall share over its baseline + StallTarget. known is false when
-// nothing in the sample can tell.
+// latency signal with observations over Target x baseline p99, or etcd's
+// stall share over its baseline + StallTarget. With neither (a host
+// without etcd, or etcd silent in the window) the staging disks' queue
+// decides: deeper than QueueCut is congestion. Disk await does not: it
+// counts the stager's own requests, so pacing on it paces staging against
+// itself. known is false when nothing in the sample can tell.
 func (c RateConfig) congestion(base Baseline, in RateInput) (d RateDecision, known bool) {
-	d.Stall = in.Sample.Stall
+	d.Stall, d.QueueDepth = in.Sample.Stall, in.Sample.QueueDepth
 	worst := 0.0
-	check := func(m map[string]Stat) {
-		for _, name := range sortedKeys(m) {
-			st, b := m[name], base[name]
-			if st.N == 0 {
-				continue
-			}
-			if _, ok := base[name]; !ok {
-				continue
-			}
-			known = true
-			tgt := time.Duration(c.Target * float64(max(b.P99, c.MinP99)))
-			if r := float64(st.P99) / float64(tgt); r > worst {
-				worst = r
-				d.Signal, d.Value, d.TargetP99 = name, st.P99, tgt
-			}
+	for _, name := range sortedKeys(in.Sample.Latency) {
+		st, b := in.Sample.Latency[name], base[name]
+		if _, ok := base[name]; !ok || st.N == 0 {
+			continue
+		}
+		known = true
+		tgt := time.Duration(c.Target * float64(max(b.P99, c.MinP99)))
+		if r := float64(st.P99) / float64(tgt); r > worst {
+			worst = r
+			d.Signal, d.Value, d.TargetP99 = name, st.P99, tgt
 		}
 	}
-	check(in.Sample.Latency)
-	if !known {
-		check(in.Sample.Kernel)
-	}
 	d.Congested = worst > 1
-	if in.Sample.Stall >= 0 && c.StallTarget > 0 {
+	stallKnown := in.Sample.Stall >= 0 && c.StallTarget > 0
+	if !known && !stallKnown && len(in.Sample.Kernel) > 0 && c.QueueHold > 0 {
+		known = true
+		if in.Sample.QueueDepth > c.QueueCut {
+			d.Congested, d.Signal = true, "device_queue"
+		}
+	}
+	if stallKnown {
 		known = true
 		if in.Sample.Stall > max(in.StallBase, 0)+c.StallTarget {
 			d.Congested = true
@@ -216,6 +226,9 @@ func StepRate(cfg RateConfig, base Baseline, st RateState, in RateInput) (RateSt
 		st.Rate = max(uint64(float64(st.Rate)*cfg.Backoff), cfg.Min)
 		st.SlowStart, st.LastCut = false, now
 		d.Reason = "etcd over target: cutting"
+		if d.Signal == "device_queue" {
+			d.Reason = "device queue too deep: cutting"
+		}
 	case !st.LastCut.IsZero() && sinceCut < cfg.Cooldown:
 		d.Reason = "calm, waiting out the last cut"
 	case now.Sub(st.LastRaise) < cfg.ProbeEvery:

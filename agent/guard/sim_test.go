@@ -165,7 +165,7 @@ func quantileOf(l []time.Duration, q float64) time.Duration {
 // controlled runs the disk with the bulk writer paced by StepRate for d and
 // returns the fsync latencies during that time, the bulk bytes written and
 // the rates chosen.
-func (s *sim) controlled(t *testing.T, cfg RateConfig, base Baseline, d time.Duration) ([]time.Duration, int64, []uint64) {
+func (s *sim) controlled(t *testing.T, cfg RateConfig, base Baseline, d time.Duration, etcdSeen bool) ([]time.Duration, int64, []uint64) {
 	var st RateState
 	first := len(s.fsyncLat)
 	bulk0 := s.bulkDone
@@ -194,7 +194,7 @@ func (s *sim) controlled(t *testing.T, cfg RateConfig, base Baseline, d time.Dur
 		old := snaps[i]
 		lat := s.fsyncLat[old.fsyncs:]
 		sample := Sample{At: time.Unix(0, 0).Add(s.now), Latency: map[string]Stat{}, Kernel: map[string]Stat{}, Stall: -1}
-		if len(lat) > 0 {
+		if len(lat) > 0 && etcdSeen {
 			sample.Latency[SignalWALFsync] = Stat{P99: p99(lat), Median: quantileOf(lat, 0.5), N: uint64(len(lat))}
 		}
 		if n := s.ios - old.ios; n > 0 {
@@ -240,7 +240,7 @@ func TestRateControllerOnSimulatedDisks(t *testing.T) {
 			paced := newSim(disk)
 			paced.run(5*time.Second, 0, nil) // etcd running before staging
 			base := Baseline{SignalWALFsync: {P99: aloneP99, Median: aloneMed, N: uint64(len(alone.fsyncLat))}}
-			lat, done, rates := paced.controlled(t, RateConfig{}, base, 120*time.Second)
+			lat, done, rates := paced.controlled(t, RateConfig{}, base, 120*time.Second, true)
 			pacedP99 := p99(lat)
 			pacedMBps := float64(done) / 120 / 1e6
 			t.Logf("fsync p99: alone %s, unpaced %s (x%.1f), paced %s (x%.2f); bulk MB/s: unpaced %.1f, paced %.1f; final rate %.1f MB/s",
@@ -256,6 +256,19 @@ func TestRateControllerOnSimulatedDisks(t *testing.T) {
 			}
 			if pacedMBps < 0.6*plainMBps {
 				t.Errorf("paced bulk writer made %.1f MB/s, want >= 60%% of unpaced %.1f MB/s", pacedMBps, plainMBps)
+			}
+
+			// A host without etcd's signals: the device queue alone paces.
+			blind := newSim(disk)
+			blind.run(5*time.Second, 0, nil)
+			lat, done, _ = blind.controlled(t, RateConfig{}, base, 120*time.Second, false)
+			blindP99, blindMBps := p99(lat), float64(done)/120/1e6
+			t.Logf("on the device queue alone: fsync p99 %s (x%.2f), bulk %.1f MB/s", blindP99, ratio(blindP99, aloneP99), blindMBps)
+			if r := ratio(blindP99, plainP99); r > 0.5 {
+				t.Errorf("paced on the queue alone, fsync p99 %s is x%.2f of unpaced %s, want <= x0.5", blindP99, r, plainP99)
+			}
+			if blindMBps < 0.6*plainMBps {
+				t.Errorf("paced on the queue alone, the bulk writer made %.1f MB/s, want >= 60%% of unpaced %.1f MB/s", blindMBps, plainMBps)
 			}
 		})
 	}
