@@ -444,8 +444,12 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rep *Report) 
 				return g, base
 			}
 		} else {
+			ageText := "none kept yet"
+			if !rec.Updated.IsZero() {
+				ageText = age.Round(time.Second).String()
+			}
 			s.log.Info("no fresh rolling latency baseline: learning it before changing anything",
-				"age", age.Round(time.Second).String(), "max_age", s.o.BaselineMaxAge.String())
+				"age", ageText, "max_age", s.o.BaselineMaxAge.String())
 		}
 	}
 	rep.Baseline = "learned before the window"
