@@ -48,13 +48,16 @@ e2e: host-deps
 # bench: staging vs etcd latency in the qemu guest, rolling updates and the
 # lock at fleet scale (tests/bench). Not part of CI (bench-smoke is). On 2 idle cores the
 # latency plan took 59 min with BENCH_UPDATE_SIZE=300MiB; at its own 1.2 GiB
-# expect 3-4 hours. BENCH_QUICK=1 for a shorter run (small disk, smaller
-# update, fewer scenarios and rollouts); BENCH_SCENARIOS and BENCH_DISKS pick
-# the latency scenarios, BENCH_ROLLOUTS, BENCH_ROLLOUT_MEMBERS (3,5) and
+# expect 3-4 hours per repetition. Each latency scenario runs BENCH_REPS
+# times (default 3), interleaved; the summary shows medians with min-max.
+# BENCH_QUICK=1 for a shorter run (small disk, smaller update, fewer
+# scenarios and rollouts); BENCH_SCENARIOS and BENCH_DISKS pick the latency
+# scenarios, BENCH_ROLLOUTS, BENCH_ROLLOUT_MEMBERS (3,5) and
 # BENCH_ROLLOUT_MODES the rollouts, BENCH_LOCK_SESSIONS the lock's size.
-# Prints the tables; CSV, PNG and markdown go to BENCH_OUT. Any missing piece fails the run: no table is printed from
-# partial data.
+# Prints the tables; CSV, PNG and markdown go to BENCH_OUT. Any missing piece
+# fails the run: no table is printed from partial data.
 BENCH_OUT ?= bench-out
+BENCH_TIMEOUT ?= 900m
 
 # bench-smoke runs the benchmarks that need no guest (tests/bench/coord) at
 # a small size (BENCH_SMOKE=1: the lock with 50 sessions, 2 rollouts per
@@ -64,7 +67,7 @@ bench-smoke: host-deps
 	BENCH_SMOKE=1 $(GO) test -tags bench -count=1 -p 1 -timeout 10m ./tests/bench/coord/
 
 bench: host-deps
-	BENCH_OUT=$(abspath $(BENCH_OUT)) $(GO) test -tags bench -count=1 -p 1 -v -timeout 300m ./tests/bench/coord/ ./tests/bench/latency/
+	BENCH_OUT=$(abspath $(BENCH_OUT)) $(GO) test -tags bench -count=1 -p 1 -v -timeout $(BENCH_TIMEOUT) ./tests/bench/coord/ ./tests/bench/latency/
 	@echo "results: $(BENCH_OUT)/"
 
 # demo: one full gentle update + coordinated reboot of a qemu guest running

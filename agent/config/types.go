@@ -79,9 +79,11 @@ type Staging struct {
 	// their MemoryHigh= is their own memory plus this, so dirty data is
 	// written back in small pieces rather than one long flush.
 	MemoryHigh MemorySize `toml:"memory_high"`
-	// IOWriteBandwidthMax caps writes per disk; zero means no cap. With
-	// MemoryHigh bounding the writer's dirty pages, a cap was the largest
-	// single lever on etcd's latency in `make bench`.
+	// IOWriteBandwidthMax caps writes per disk; zero means no cap,
+	// BandwidthAuto ("auto") a cap paced in a closed loop from etcd's
+	// latency (the guard's rate controller). A fixed cap is right for one
+	// disk only: measured, 5M held a 20 MB/s disk and made staging 5x
+	// slower than needed on a 125 MB/s one.
 	IOWriteBandwidthMax Bandwidth `toml:"io_write_bandwidth_max"`
 	// Scheduler is selected on the disks behind Paths for the window; ""
 	// leaves the scheduler alone. The idle class means nothing without bfq.
@@ -133,6 +135,14 @@ type Guard struct {
 	// MaxTotalPause is the total frozen time after which the guard stops
 	// pacing and reports (escalates) instead of starving staging forever.
 	MaxTotalPause Duration `toml:"max_total_pause"`
+	// LatencyTarget: with staging.io_write_bandwidth_max = "auto" the
+	// write rate is cut when etcd's p99 exceeds this times its baseline,
+	// and probed up while below (freezing stays above LatencyFactor).
+	LatencyTarget float64 `toml:"latency_target"`
+	// BaselineMaxAge: the rolling baseline (one scrape a minute while no
+	// staging runs) is used when younger than this; otherwise the guard
+	// learns for 10s before the window opens.
+	BaselineMaxAge Duration `toml:"baseline_max_age"`
 }
 
 // Lock is the reboot semaphore in etcd.
@@ -264,7 +274,7 @@ func Default() *Config {
 			CPUWeight:            CPUWeightIdle,
 			Nice:                 10,
 			MemoryHigh:           32 << 20,
-			IOWriteBandwidthMax:  5_000_000,
+			IOWriteBandwidthMax:  BandwidthAuto,
 			Scheduler:            "bfq",
 			RestoreScheduler:     true,
 			Paths:                []string{"/sysroot", "/var/lib/etcd"},
@@ -283,6 +293,8 @@ func Default() *Config {
 			MaxFreeze:           Duration(2 * time.Second),
 			MinRunShare:         0.2,
 			MaxTotalPause:       Duration(30 * time.Minute),
+			LatencyTarget:       1.3,
+			BaselineMaxAge:      Duration(15 * time.Minute),
 		},
 		Lock: Lock{
 			Enabled:        true,

@@ -86,8 +86,12 @@ func (m MemorySize) String() string {
 
 // Bandwidth is a byte rate per second in systemd's IOWriteBandwidthMax=
 // syntax: a number with an optional K, M, G or T suffix, base 1000 ("20M" is
-// 20,000,000 bytes/s). Zero (written "" or "infinity") means no cap.
+// 20,000,000 bytes/s). Zero (written "" or "infinity") means no cap;
+// BandwidthAuto (written "auto") a cap the agent paces itself.
 type Bandwidth uint64
+
+// BandwidthAuto is "auto": the rate controller sets the cap.
+const BandwidthAuto = Bandwidth(^uint64(0))
 
 func (b *Bandwidth) UnmarshalTOML(v any) error {
 	s, ok := v.(string)
@@ -96,6 +100,10 @@ func (b *Bandwidth) UnmarshalTOML(v any) error {
 	}
 	if s == "" || s == "infinity" {
 		*b = 0
+		return nil
+	}
+	if s == "auto" {
+		*b = BandwidthAuto
 		return nil
 	}
 	n, err := parseSize(s, 1000)
@@ -112,6 +120,9 @@ func (b *Bandwidth) UnmarshalTOML(v any) error {
 func (b Bandwidth) String() string {
 	if b == 0 {
 		return ""
+	}
+	if b == BandwidthAuto {
+		return "auto"
 	}
 	return formatSize(uint64(b), 1000)
 }

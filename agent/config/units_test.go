@@ -48,7 +48,7 @@ func TestSizes(t *testing.T) {
 			t.Errorf("memory %q -> %d, %v; want %d", in, m, err, want)
 		}
 	}
-	bw := map[string]Bandwidth{"20M": 20_000_000, "1.5G": 1_500_000_000, "500K": 500_000, "": 0, "infinity": 0}
+	bw := map[string]Bandwidth{"20M": 20_000_000, "1.5G": 1_500_000_000, "500K": 500_000, "": 0, "infinity": 0, "auto": BandwidthAuto}
 	for in, want := range bw {
 		var b Bandwidth
 		if err := b.UnmarshalTOML(in); err != nil || b != want {
@@ -71,7 +71,7 @@ func TestSizes(t *testing.T) {
 			t.Errorf("MemorySize(%d) = %q, want %q", m, got, want)
 		}
 	}
-	for b, want := range map[Bandwidth]string{20_000_000: "20M", 1_500_000: "1500K", 0: "", 1024: "1024"} {
+	for b, want := range map[Bandwidth]string{20_000_000: "20M", 1_500_000: "1500K", 0: "", 1024: "1024", BandwidthAuto: "auto"} {
 		if got := b.String(); got != want {
 			t.Errorf("Bandwidth(%d) = %q, want %q", b, got, want)
 		}

@@ -200,7 +200,7 @@ func (k *checker) staging(s *Staging) {
 		k.fail("staging.memory_high", "must be \"infinity\" or >= 1M, got %s bytes (missing K/M/G suffix?)", strconv.FormatUint(uint64(s.MemoryHigh), 10))
 	}
 	if s.IOWriteBandwidthMax != 0 && s.IOWriteBandwidthMax < minBandwidth {
-		k.fail("staging.io_write_bandwidth_max", "must be \"\" (no cap) or >= 1M, got %s bytes/s (missing K/M/G suffix?)", strconv.FormatUint(uint64(s.IOWriteBandwidthMax), 10))
+		k.fail("staging.io_write_bandwidth_max", "must be \"auto\", \"\" (no cap) or >= 1M, got %s bytes/s (missing K/M/G suffix?)", strconv.FormatUint(uint64(s.IOWriteBandwidthMax), 10))
 	}
 	k.oneOf("staging.scheduler", s.Scheduler, ioScheds)
 	if s.IOSchedulingClass == "idle" && s.Scheduler != "bfq" {
@@ -254,6 +254,10 @@ func (k *checker) guard(g *Guard) {
 		k.fail("guard.min_run_share", "must be > 0 and <= 1, got %v", g.MinRunShare)
 	}
 	k.positive("guard.max_total_pause", g.MaxTotalPause)
+	if g.LatencyTarget <= 1 || (g.LatencyFactor > 1 && g.LatencyTarget > g.LatencyFactor) {
+		k.failRel("guard.latency_target", []string{"guard.latency_factor"}, "must be > 1 and <= guard.latency_factor (%v), got %v", g.LatencyFactor, g.LatencyTarget)
+	}
+	k.positive("guard.baseline_max_age", g.BaselineMaxAge)
 }
 
 func (k *checker) lock(l *Lock) {

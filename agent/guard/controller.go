@@ -31,6 +31,13 @@ type Sample struct {
 	// Stall is the PSI "some" I/O stall share (0-1) over the window, -1
 	// when not read.
 	Stall float64
+	// Written is what the disks wrote over the window (bytes/s, all
+	// writers): the rate controller does not raise a cap they did not
+	// keep up with.
+	Written float64
+	// QueueDepth is the deepest mean device queue (requests in flight)
+	// among the disks over the window.
+	QueueDepth float64
 }
 
 // Baseline is each signal's normal p99 and median, learned before staging
@@ -197,6 +204,10 @@ type Stats struct {
 	Freezes     int
 	ForcedThaws int
 	Frozen      time.Duration
+	// Rate is the write rate the rate controller ended at, RateCuts how
+	// often it cut (0 when not pacing by rate).
+	Rate     uint64
+	RateCuts int
 }
 
 // Controller is the guard's state machine. It does no I/O: samples in,

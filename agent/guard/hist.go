@@ -1,15 +1,14 @@
 package guard
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"math"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // etcd's disk latency histograms: the WAL fdatasync every proposal waits
@@ -84,39 +83,115 @@ func (h Histogram) Quantile(q float64) (time.Duration, bool) {
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // ParseHistograms reads the named histograms from a Prometheus text
-// exposition, summing label sets.
+// exposition, summing label sets. It looks only at the lines of those
+// families: etcd's /metrics has ~180 KB in hundreds of families, and
+// parsing all of them into structures once a second was most of the
+// guard's CPU. Lines of other families are skipped by a prefix check.
 func ParseHistograms(r io.Reader, names ...string) (map[string]Histogram, error) {
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := p.TextToMetricFamilies(r)
-	if err != nil {
+	type acc struct {
+		byLE  map[float64]uint64
+		count uint64
+		seen  bool
+	}
+	accs := make([]acc, len(names))
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		for i, name := range names {
+			rest, ok := strings.CutPrefix(line, name)
+			if !ok {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(rest, "_bucket{"):
+				le, v, err := bucketLine(rest[len("_bucket"):])
+				if err != nil {
+					return nil, fmt.Errorf("parsing metrics line %q: %w", line, err)
+				}
+				if accs[i].byLE == nil {
+					accs[i].byLE = map[float64]uint64{}
+				}
+				accs[i].byLE[le] += v
+				accs[i].seen = true
+			case strings.HasPrefix(rest, "_count{") || strings.HasPrefix(rest, "_count "):
+				_, val, _ := strings.Cut(strings.TrimPrefix(rest, "_count"), " ")
+				if j := strings.LastIndexByte(rest, '}'); j >= 0 {
+					val = strings.TrimSpace(rest[j+1:])
+				}
+				v, err := counterValue(val)
+				if err != nil {
+					return nil, fmt.Errorf("parsing metrics line %q: %w", line, err)
+				}
+				accs[i].count += v
+				accs[i].seen = true
+			}
+			break
+		}
+	}
+	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("parsing metrics: %w", err)
 	}
 	out := map[string]Histogram{}
-	for _, name := range names {
-		f, ok := fams[name]
-		if !ok || f.GetType() != dto.MetricType_HISTOGRAM {
+	for i, name := range names {
+		a := accs[i]
+		if !a.seen {
 			continue
 		}
 		var h Histogram
-		for _, m := range f.GetMetric() {
-			h = add(h, fromDTO(m.GetHistogram()))
+		for le := range a.byLE {
+			h.Bounds = append(h.Bounds, le)
+		}
+		sort.Float64s(h.Bounds)
+		for _, le := range h.Bounds {
+			h.Counts = append(h.Counts, a.byLE[le])
+		}
+		if len(h.Bounds) == 0 || !math.IsInf(h.Bounds[len(h.Bounds)-1], 1) {
+			h.Bounds = append(h.Bounds, math.Inf(1))
+			h.Counts = append(h.Counts, a.count)
 		}
 		out[name] = h
 	}
 	return out, nil
 }
 
-func fromDTO(d *dto.Histogram) Histogram {
-	var h Histogram
-	for _, b := range d.GetBucket() {
-		h.Bounds = append(h.Bounds, b.GetUpperBound())
-		h.Counts = append(h.Counts, b.GetCumulativeCount())
+// bucketLine parses `{...,le="0.001",...} 123 [timestamp]`.
+func bucketLine(s string) (float64, uint64, error) {
+	end := strings.LastIndexByte(s, '}')
+	if end < 0 {
+		return 0, 0, fmt.Errorf("no closing brace")
 	}
-	if len(h.Bounds) == 0 || !math.IsInf(h.Bounds[len(h.Bounds)-1], 1) {
-		h.Bounds = append(h.Bounds, math.Inf(1))
-		h.Counts = append(h.Counts, d.GetSampleCount())
+	labels := s[1:end]
+	i := strings.Index(labels, `le="`)
+	if i < 0 {
+		return 0, 0, fmt.Errorf("bucket without le label")
 	}
-	return h
+	if i > 0 && labels[i-1] != ',' && labels[i-1] != ' ' {
+		return 0, 0, fmt.Errorf("bucket without le label")
+	}
+	leStr, _, ok := strings.Cut(labels[i+len(`le="`):], `"`)
+	if !ok {
+		return 0, 0, fmt.Errorf("unterminated le label")
+	}
+	le, err := strconv.ParseFloat(leStr, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("le %q: %w", leStr, err)
+	}
+	v, err := counterValue(strings.TrimSpace(s[end+1:]))
+	return le, v, err
+}
+
+// counterValue parses a sample value (an optional timestamp follows).
+func counterValue(s string) (uint64, error) {
+	f, _, _ := strings.Cut(strings.TrimSpace(s), " ")
+	v, err := strconv.ParseFloat(f, 64)
+	if err != nil || v < 0 || math.IsNaN(v) {
+		return 0, fmt.Errorf("value %q: not a count", f)
+	}
+	return uint64(v), nil
 }
 
 func add(a, b Histogram) Histogram {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -99,11 +100,11 @@ func TestParseDiskStat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d != (DiskStat{IOs: 350, TicksMS: 600, InFlight: 3, BusyMS: 400}) {
+	if d != (DiskStat{IOs: 350, TicksMS: 600, InFlight: 3, BusyMS: 400, Written: 1600 * 512, QueueMS: 520}) {
 		t.Errorf("17 fields: %+v", d)
 	}
 	d11, err := ParseDiskStat("100 0 800 50 200 10 1600 450 3 400 520")
-	if err != nil || d11 != (DiskStat{IOs: 300, TicksMS: 500, InFlight: 3, BusyMS: 400}) {
+	if err != nil || d11 != (DiskStat{IOs: 300, TicksMS: 500, InFlight: 3, BusyMS: 400, Written: 1600 * 512, QueueMS: 520}) {
 		t.Errorf("11 fields: %+v %v", d11, err)
 	}
 	if _, err := ParseDiskStat("1 2 3"); err == nil {
@@ -291,5 +292,44 @@ func TestMetricsBodyBounded(t *testing.T) {
 				t.Fatalf("err %v; want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestParseHistogramsReadsOnlyItsFamilies(t *testing.T) {
+	in := `# TYPE etcd_disk_wal_fsync_duration_seconds histogram
+etcd_disk_wal_fsync_duration_seconds_bucket{le="0.001"} 2
+etcd_disk_wal_fsync_duration_seconds_bucket{le="0.002"} 5
+etcd_disk_wal_fsync_duration_seconds_sum 0.01
+etcd_disk_wal_fsync_duration_seconds_count 6
+etcd_disk_wal_fsync_duration_seconds_extra_bucket{le="0.001"} 1000
+etcd_disk_backend_commit_duration_seconds_bucket{db="a",le="0.004"} 1 1700000000000
+etcd_disk_backend_commit_duration_seconds_bucket{db="b",le="0.004"} 3
+etcd_disk_backend_commit_duration_seconds_bucket{le="+Inf",db="a"} 1
+etcd_disk_backend_commit_duration_seconds_bucket{le="+Inf",db="b"} 4
+some_other_family{le="not a number"} garbage
+`
+	h, err := ParseHistograms(strings.NewReader(in), MetricWALFsync, MetricBackendCommit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No +Inf bucket line: _count stands in for it; a family whose name
+	// merely starts with ours is not ours.
+	w := h[MetricWALFsync]
+	if fmt.Sprint(w.Counts) != "[2 5 6]" || !math.IsInf(w.Bounds[2], 1) {
+		t.Errorf("wal %+v", w)
+	}
+	// Label sets summed per le.
+	if c := h[MetricBackendCommit]; fmt.Sprint(c.Bounds[:1], c.Counts) != "[0.004] [4 5]" {
+		t.Errorf("backend commit %+v", c)
+	}
+	for _, bad := range []string{
+		`etcd_disk_wal_fsync_duration_seconds_bucket{le="x"} 1`,
+		`etcd_disk_wal_fsync_duration_seconds_bucket{le="0.1"} -1`,
+		`etcd_disk_wal_fsync_duration_seconds_bucket{xle="0.1"} 1`,
+		`etcd_disk_wal_fsync_duration_seconds_bucket{le="0.1" 1`,
+	} {
+		if _, err := ParseHistograms(strings.NewReader(bad), MetricWALFsync); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
 	}
 }

@@ -14,6 +14,10 @@ type DiskStat struct {
 	TicksMS  uint64 // time those requests spent, summed per request (ms)
 	InFlight uint64
 	BusyMS   uint64 // io_ticks: time the device had requests in flight
+	Written  uint64 // bytes written (sectors written x 512)
+	// QueueMS is time_in_queue: the time requests spent in flight, summed
+	// (ms); its rate is the mean queue depth.
+	QueueMS uint64
 }
 
 // ParseDiskStat parses a /sys/block/<dev>/stat line (11, 15 or 17 fields).
@@ -30,7 +34,7 @@ func ParseDiskStat(s string) (DiskStat, error) {
 		}
 		v[i] = n
 	}
-	d := DiskStat{IOs: v[0] + v[4], TicksMS: v[3] + v[7], InFlight: v[8], BusyMS: v[9]}
+	d := DiskStat{IOs: v[0] + v[4], TicksMS: v[3] + v[7], InFlight: v[8], BusyMS: v[9], Written: v[6] * 512, QueueMS: v[10]}
 	if len(v) >= 17 { // flushes: what fdatasync waits for
 		d.IOs += v[15]
 		d.TicksMS += v[16]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -33,6 +34,9 @@ type Options struct {
 	Window   time.Duration
 	// Units are paced together: the staging unit and rpm-ostreed.service.
 	Units []string
+	// Rate, when Set is not nil, paces the units' write rate in a closed
+	// loop (StepRate) beside the freezing, which stays the emergency brake.
+	Rate  RateOptions
 	Clock clockwork.Clock
 	Log   *slog.Logger
 }
@@ -57,6 +61,13 @@ func (o Options) withDefaults() Options {
 		o.Log = slog.Default()
 	}
 	return o
+}
+
+// RateOptions configure pacing by write rate.
+type RateOptions struct {
+	Config RateConfig
+	// Set applies a rate (bytes/s) to the units; nil: no rate pacing.
+	Set func(ctx context.Context, rate uint64) error
 }
 
 // Guard is the adapter: it reads inputs, asks the controller, and freezes
@@ -100,18 +111,38 @@ func (g *Guard) Learn(ctx context.Context) (Baseline, error) {
 		}
 		learned := Delta(r0, r1)
 		base = BaselineFrom(learned, g.o.MinObservations)
-		if learned.Stall >= 0 {
-			g.stallBase = learned.Stall
-			g.o.Log.Info("latency guard baseline", "signal", "io_stall", "stall_share", round3(learned.Stall))
+		b, err := g.Adopt(base, learned.Stall, "learned now, before any change")
+		if len(b) == 0 && g.o.Config.StallFreeze == 0 {
+			return b, fmt.Errorf("learning the latency baseline: no signal had %d observations in %s", g.o.MinObservations, g.o.LearnFor)
 		}
+		return b, err
 	}
-	// Configured values override learned ones field by field: a configured
-	// p99 threshold leaves the learned median for the thaw rule.
+	return g.Adopt(base, -1, "configured")
+}
+
+// Adopt takes a baseline learned elsewhere (the rolling baseline kept
+// while no staging ran, or Learn's), lets configured entries override it
+// field by field, clamps it with etcd's guidance (Clamp) and logs it with
+// its source. stall is etcd's learned stall share (-1: none).
+func (g *Guard) Adopt(base Baseline, stall float64, source string) (Baseline, error) {
+	if base == nil {
+		base = Baseline{}
+	}
+	if stall >= 0 {
+		g.stallBase = stall
+		g.o.Log.Info("latency guard baseline", "signal", "io_stall", "stall_share", round3(stall), "source", source)
+	}
+	// Clamped before the configured values override them field by field:
+	// a configured threshold is the operator's word. A configured p99
+	// leaves the learned median for the thaw rule.
+	learned := base
+	base, clamped := Clamp(base)
 	for k, v := range g.o.Baseline {
 		k = SignalName(k)
 		b := base[k]
 		if v.P99 > 0 {
 			b.P99 = v.P99
+			clamped = slices.DeleteFunc(clamped, func(s string) bool { return s == k })
 		}
 		if v.Median > 0 {
 			b.Median = v.Median
@@ -119,11 +150,11 @@ func (g *Guard) Learn(ctx context.Context) (Baseline, error) {
 		base[k] = b
 	}
 	for _, k := range sortedKeys(base) {
-		g.o.Log.Info("latency guard baseline", "signal", k, "p99_ms", ms(base[k].P99),
-			"median_ms", ms(base[k].Median), "observations", base[k].N)
-	}
-	if len(base) == 0 && g.o.Config.StallFreeze == 0 {
-		return base, fmt.Errorf("learning the latency baseline: no signal had %d observations in %s", g.o.MinObservations, g.o.LearnFor)
+		a := []any{"signal", k, "p99_ms", ms(base[k].P99), "median_ms", ms(base[k].Median), "observations", base[k].N, "source", source}
+		if slices.Contains(clamped, k) {
+			a = append(a, "clamped_from_p99_ms", ms(learned[k].P99), "clamp", "2x etcd's guidance")
+		}
+		g.o.Log.Info("latency guard baseline", a...)
 	}
 	return base, nil
 }
@@ -138,8 +169,10 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 	}
 	ctrl := NewController(cfg, base)
 	clk, log := g.o.Clock, g.o.Log
+	var rate RateState
 	win := Window{Span: g.o.Window}
 	everFrozen := false
+	rateCuts := 0
 	defer func() {
 		why := "stopped"
 		if c := context.Cause(ctx); c != nil {
@@ -163,6 +196,7 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 			cancel()
 		}
 		st = ctrl.Stats(clk.Now())
+		st.Rate, st.RateCuts = rate.Rate, rateCuts
 		log.Info("latency guard stopped", "freezes", st.Freezes, "forced_thaws", st.ForcedThaws,
 			"frozen_seconds", round3(st.Frozen.Seconds()), "reason", why)
 	}()
@@ -205,6 +239,24 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 		}
 		d := ctrl.Step(s)
 		recheck = d.Recheck
+		if g.o.Rate.Set != nil {
+			first, lastCut := !rate.Started, rate.LastCut
+			var rd RateDecision
+			rs := s
+			if !cfg.StallOwn {
+				rs.Stall = -1 // the host's stall share counts the stager's own waits
+			}
+			rate, rd = StepRate(g.o.Rate.Config, base, rate, RateInput{Sample: rs, StallBase: g.stallBase, Written: s.Written})
+			if rate.LastCut != lastCut {
+				rateCuts++
+			}
+			if rd.Changed || first {
+				log.Info("staging write rate", rd.LogAttrs()...)
+				if err := g.o.Rate.Set(ctx, rd.Rate); err != nil {
+					log.Warn("staging write rate not set", "err", err)
+				}
+			}
+		}
 		switch d.Action {
 		case Freeze:
 			everFrozen = true

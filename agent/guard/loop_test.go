@@ -349,3 +349,49 @@ func TestLearnedStallShareRaisesTheLevels(t *testing.T) {
 	cancel()
 	<-done
 }
+
+func TestLoopPacesTheWriteRate(t *testing.T) {
+	// 2ms normally; 50ms from 6s to 8s into the run: the rate is cut, then
+	// probed up again.
+	lat := func(e time.Duration) time.Duration {
+		if e >= 6*time.Second && e < 8*time.Second {
+			return 50 * time.Millisecond
+		}
+		return 2 * time.Millisecond
+	}
+	var log strings.Builder
+	g, clk, _, _ := newTestGuard(t, lat, &log)
+	var mu sync.Mutex
+	var rates []uint64
+	g.o.Rate.Set = func(_ context.Context, r uint64) error {
+		mu.Lock()
+		defer mu.Unlock()
+		rates = append(rates, r)
+		return nil
+	}
+	base := Baseline{SignalWALFsync: {P99: 2 * time.Millisecond, Median: 2 * time.Millisecond, N: 100}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Stats, 1)
+	go func() { done <- g.Run(ctx, base) }()
+	drive(t, clk, 12*time.Second)
+	cancel()
+	st := <-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(rates) < 3 || rates[0] != 4_000_000 {
+		t.Fatalf("rates %v: want the start rate first, then changes", rates)
+	}
+	peak, cut := uint64(0), false
+	for i := 1; i < len(rates); i++ {
+		peak = max(peak, rates[i-1])
+		if rates[i] < rates[i-1] {
+			cut = true
+		}
+	}
+	if !cut || st.RateCuts == 0 || st.Rate != rates[len(rates)-1] {
+		t.Errorf("rates %v, stats %+v: want a cut while etcd was slow", rates, st)
+	}
+	if !strings.Contains(log.String(), "staging write rate") {
+		t.Errorf("rate decisions not logged:\n%s", log.String())
+	}
+}

@@ -47,10 +47,17 @@ func Delta(old, cur Reading) Sample {
 		st.Median, _ = d.Quantile(0.5)
 		s.Latency[histSignal(name)] = st
 	}
+	dt := cur.At.Sub(old.At).Seconds()
 	for disk, ds := range cur.Disks {
 		prev, ok := old.Disks[disk]
 		if !ok {
 			continue
+		}
+		if dt > 0 && ds.Written >= prev.Written {
+			s.Written += float64(ds.Written-prev.Written) / dt
+		}
+		if dt > 0 && ds.QueueMS >= prev.QueueMS {
+			s.QueueDepth = max(s.QueueDepth, float64(ds.QueueMS-prev.QueueMS)/1000/dt)
 		}
 		if aw, n, ok := ds.Await(prev); ok {
 			s.Kernel[diskSignal(disk)] = Stat{P99: aw, Median: aw, N: n}

@@ -60,7 +60,7 @@ func parseCgroupMemory(current, stat []byte) (cgroupMemory, error) {
 	return m, fmt.Errorf("memory.stat has no file line")
 }
 
-// memoryPacer keeps each unit's MemoryHigh at its own memory plus the
+// memoryPacer keeps each unit's MemoryHigh (units[0] is the staging unit) at its own memory plus the
 // allowance while the staging window lasts.
 type memoryPacer struct {
 	sys       Systemd
@@ -147,7 +147,14 @@ func (p *memoryPacer) step(ctx context.Context, unit string) error {
 	if !ok {
 		return nil
 	}
-	if err := p.sys.SetRuntime(ctx, unit, systemd.Policy{MemoryHigh: want}.CgroupProperties()...); err != nil {
+	if unit == p.units[0] {
+		// The staging unit: straight into its cgroup. systemd keeps runtime
+		// properties in control files that outlive a transient unit and
+		// would apply to the next staging unit of that name.
+		if err := os.WriteFile(filepath.Join(dir, "memory.high"), []byte(strconv.FormatUint(want, 10)), 0); err != nil {
+			return fmt.Errorf("setting memory.high=%d: %w", want, err)
+		}
+	} else if err := p.sys.SetRuntime(ctx, unit, systemd.Policy{MemoryHigh: want}.CgroupProperties()...); err != nil {
 		return fmt.Errorf("setting MemoryHigh=%d: %w", want, err)
 	}
 	p.set[unit] = want

@@ -68,7 +68,16 @@ type Options struct {
 	// Policy applies to the staging unit and DaemonUnit.
 	Policy systemd.Policy
 	// WriteBandwidthMax (bytes/s) caps writes on each staging disk; 0: none.
+	// WriteRateAuto instead paces the cap in a closed loop (the guard's
+	// rate controller, tuned by WriteRate) from etcd's latency; without a
+	// guard it stays at WriteRate's start rate.
 	WriteBandwidthMax uint64
+	WriteRateAuto     bool
+	WriteRate         guard.RateConfig
+	// RestartIdleDaemon restarts DaemonUnit when it runs no transaction,
+	// so the process half of the policy (I/O class, nice) applies at once.
+	// Off by default: the cgroup half is set live instead, without a stall.
+	RestartIdleDaemon bool
 
 	// Paths are resolved to the disks whose queues change.
 	Paths []string
@@ -104,6 +113,12 @@ type Options struct {
 	Timeout time.Duration
 	Guard   GuardOptions
 
+	// Baseline is the rolling baseline kept while no staging runs
+	// (guard.Keeper); nil or older than BaselineMaxAge (default 15m): the
+	// guard learns for LearnFor before anything is changed.
+	Baseline       BaselineSource
+	BaselineMaxAge time.Duration
+
 	// StateDir keeps the undo journal and the scheduler state.
 	StateDir string
 	// BootIDPath is where the current boot's ID is read; "" is the
@@ -129,6 +144,12 @@ type GuardOptions struct {
 	guard.Options
 	// Source replaces the real inputs (tests).
 	Source guard.Source
+}
+
+// BaselineSource is the rolling baseline (*guard.Keeper).
+type BaselineSource interface {
+	Record() guard.Rolling
+	Pause() (resume func())
 }
 
 // Deps are the edges.
@@ -177,6 +198,12 @@ func New(o Options, d Deps) (*Stager, error) {
 	if o.BootIDPath == "" {
 		o.BootIDPath = state.BootIDPath
 	}
+	if o.BaselineMaxAge == 0 {
+		o.BaselineMaxAge = 15 * time.Minute
+	}
+	if err := o.WriteRate.Validate(); err != nil {
+		return nil, fmt.Errorf("staging write rate: %w", err)
+	}
 	if o.StateDir == "" {
 		return nil, errors.New("staging: no state directory")
 	}
@@ -217,10 +244,15 @@ func (i IOSched) Restore() error { return iosched.Restore(i.Options) }
 
 // Report is how a staging went.
 type Report struct {
-	Unit     systemd.UnitStatus
-	Disks    []string
-	Guard    guard.Stats
-	Guarded  bool
+	Unit    systemd.UnitStatus
+	Disks   []string
+	Guard   guard.Stats
+	Guarded bool
+	// Baseline says where the guard's baseline came from.
+	Baseline string
+	// Setup is how long opening the window took (scheduler, policies,
+	// fsync setting), Duration the whole run.
+	Setup    time.Duration
 	Duration time.Duration
 }
 
@@ -252,7 +284,9 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 		rep.Duration = time.Since(start)
 		s.log.Info("staging window closed", "staging_unit", s.o.StagingUnit, "duration", rep.Duration.Round(time.Millisecond),
 			"guard_freezes", rep.Guard.Freezes, "guard_frozen_seconds", rep.Guard.Frozen.Seconds(),
-			"guard_forced_thaws", rep.Guard.ForcedThaws, "ok", err == nil)
+			"guard_forced_thaws", rep.Guard.ForcedThaws, "setup_seconds", round3(rep.Setup.Seconds()),
+			"write_rate_mbps", round3(float64(rep.Guard.Rate)/1e6), "write_rate_cuts", rep.Guard.RateCuts,
+			"baseline", rep.Baseline, "ok", err == nil)
 	}()
 	if s.o.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -265,46 +299,25 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 			return rep, fmt.Errorf("staging: %w", err)
 		}
 	}
-	if s.o.Scheduler != "" || s.o.NrRequests > 0 || s.o.MaxSectorsKB > 0 {
-		if len(rep.Disks) == 0 {
-			return rep, errors.New("staging: a scheduler or queue setting is configured but no paths to find the disks")
-		}
-		j.Scheduler = true
-		if err := s.saveJournal(j); err != nil {
-			return rep, err
-		}
-		if err := s.sched.Apply(ctx, rep.Disks); err != nil {
-			return rep, fmt.Errorf("staging: %w", err)
-		}
+	// Normal is known before anything changes: the rolling baseline from
+	// before the window, or learned now. Nothing inside the window is
+	// learned.
+	if s.o.Baseline != nil {
+		defer s.o.Baseline.Pause()()
 	}
-	policy := s.o.Policy
-	if s.o.WriteBandwidthMax > 0 {
-		for _, d := range rep.Disks {
-			policy.IOWriteBandwidthMax = append(policy.IOWriteBandwidthMax, systemd.DeviceValue{Path: "/dev/" + d, Value: s.o.WriteBandwidthMax})
-		}
-	}
-	if s.o.DaemonUnit != "" {
-		if err := s.applyDaemonPolicy(ctx, j, policy); err != nil {
-			return rep, fmt.Errorf("staging: %w", err)
-		}
-	}
-	if s.o.EtcdUnit != "" && s.o.EtcdLatencyTarget > 0 && len(rep.Disks) > 0 {
-		var tgt []systemd.DeviceValue
-		for _, d := range rep.Disks {
-			tgt = append(tgt, systemd.DeviceValue{Path: "/dev/" + d, Value: uint64(s.o.EtcdLatencyTarget / time.Microsecond)})
-		}
-		if err := s.setRuntime(ctx, j, s.o.EtcdUnit, systemd.DeviceProperty("IODeviceLatencyTargetUSec", tgt)); err != nil {
-			// A knob of its own: staging does not depend on it.
-			s.log.Warn("staging without an I/O latency target on etcd's unit", "systemd_unit", s.o.EtcdUnit, "err", err)
-		}
-	}
-	if s.o.PerObjectFsync {
-		if err := s.setFsync(ctx, j); err != nil {
-			return rep, fmt.Errorf("staging: %w", err)
-		}
+	g, base := s.prepareGuard(ctx, rep.Disks, &rep)
+	if ctx.Err() != nil {
+		return rep, fmt.Errorf("staging: %w", context.Cause(ctx))
 	}
 
-	g, base := s.prepareGuard(ctx, rep.Disks)
+	setupStart := time.Now()
+	s.log.Info("staging setup started", "disks", rep.Disks)
+	policy, err := s.setup(ctx, j, rep.Disks, g != nil)
+	rep.Setup = time.Since(setupStart)
+	s.log.Info("staging setup done", "setup_seconds", round3(rep.Setup.Seconds()), "ok", err == nil)
+	if err != nil {
+		return rep, fmt.Errorf("staging: %w", err)
+	}
 	if ctx.Err() != nil {
 		return rep, fmt.Errorf("staging: %w", context.Cause(ctx))
 	}
@@ -378,7 +391,7 @@ func (s *Stager) release(ctx context.Context, st systemd.UnitStatus) {
 	}
 }
 
-func (s *Stager) prepareGuard(ctx context.Context, disks []string) (*guard.Guard, guard.Baseline) {
+func (s *Stager) prepareGuard(ctx context.Context, disks []string, rep *Report) (*guard.Guard, guard.Baseline) {
 	if !s.o.Guard.Enabled {
 		return nil, nil
 	}
@@ -408,11 +421,38 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string) (*guard.Guard
 		src = &guard.Inputs{MetricsURL: s.o.Guard.MetricsURL, MetricsEvery: max(gopts.Interval, time.Second), SysRoot: s.o.SysRoot, Disks: disks,
 			PressureFile: psi, Clock: gopts.Clock}
 	}
+	if s.o.WriteRateAuto && len(disks) > 0 {
+		gopts.Rate = guard.RateOptions{Config: s.o.WriteRate, Set: func(ctx context.Context, rate uint64) error {
+			return s.setWriteRate(ctx, disks, rate)
+		}}
+	}
 	g, err := guard.New(gopts, src, s.d.Systemd)
 	if err != nil {
 		s.log.Warn("staging without the latency guard", "err", err)
 		return nil, nil
 	}
+	if s.o.Baseline != nil && gopts.LearnFor >= 0 {
+		rec := s.o.Baseline.Record()
+		age := rec.Age(time.Now())
+		minN := gopts.MinObservations
+		if minN == 0 {
+			minN = 20
+		}
+		if b, stall := rec.Baseline(minN); age <= s.o.BaselineMaxAge && (len(b) > 0 || stall >= 0) {
+			rep.Baseline = fmt.Sprintf("rolling, %s old", age.Round(time.Second))
+			if base, err := g.Adopt(b, stall, rep.Baseline); err == nil {
+				return g, base
+			}
+		} else {
+			ageText := "none kept yet"
+			if !rec.Updated.IsZero() {
+				ageText = age.Round(time.Second).String()
+			}
+			s.log.Info("no fresh rolling latency baseline: learning it before changing anything",
+				"age", ageText, "max_age", s.o.BaselineMaxAge.String())
+		}
+	}
+	rep.Baseline = "learned before the window"
 	base, err := g.Learn(ctx)
 	if err != nil {
 		s.log.Warn("staging without the latency guard", "err", err)

@@ -85,6 +85,9 @@ func runDaemon(env *cmdEnv, args []string) error {
 	if err := a.serve(serveCtx); err != nil {
 		return err
 	}
+	if k := a.staging.baseline; k != nil {
+		go k.Run(serveCtx) // normal, learned while no staging runs
+	}
 
 	if err := notify.Ready("started; " + describe(first)); err != nil {
 		log.Warn("telling systemd we are ready", "err", err)

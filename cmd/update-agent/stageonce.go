@@ -77,7 +77,8 @@ func runStageOnce(env *cmdEnv, args []string) error {
 	if err != nil {
 		what = "failed"
 	}
-	fmt.Fprintf(env.stdout, "%s: %s in %.1fs on %v; guard: %v, %d freezes, %.1fs frozen, %d forced thaws\n",
-		req, what, rep.Duration.Seconds(), rep.Disks, rep.Guarded, rep.Guard.Freezes, rep.Guard.Frozen.Seconds(), rep.Guard.ForcedThaws)
+	fmt.Fprintf(env.stdout, "%s: %s in %.1fs (setup %.1fs) on %v; guard: %v, %d freezes, %.1fs frozen, %d forced thaws; baseline: %s; write rate %.1f MB/s at the end, %d cuts\n",
+		req, what, rep.Duration.Seconds(), rep.Setup.Seconds(), rep.Disks, rep.Guarded, rep.Guard.Freezes, rep.Guard.Frozen.Seconds(), rep.Guard.ForcedThaws,
+		rep.Baseline, float64(rep.Guard.Rate)/1e6, rep.Guard.RateCuts)
 	return err
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -23,6 +24,9 @@ const rpmOstreeDaemon = "rpm-ostreed.service"
 type stagingView struct {
 	mu   sync.Mutex
 	last *stagingReport
+	// baseline is the rolling latency baseline the daemon keeps while no
+	// staging runs (nil without the guard).
+	baseline *guard.Keeper
 }
 
 type stagingReport struct {
@@ -35,6 +39,10 @@ type stagingReport struct {
 	Freezes     int       `json:"freezes"`
 	ForcedThaws int       `json:"forced_thaws"`
 	Frozen      float64   `json:"frozen_seconds"`
+	Baseline    string    `json:"baseline,omitempty"`
+	Setup       float64   `json:"setup_seconds"`
+	WriteRate   uint64    `json:"write_rate,omitempty"`
+	RateCuts    int       `json:"write_rate_cuts,omitempty"`
 }
 
 func (v *stagingView) get() *stagingReport {
@@ -62,6 +70,8 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 			MemoryHigh:           uint64(s.MemoryHigh),
 		},
 		WriteBandwidthMax: uint64(s.IOWriteBandwidthMax),
+		WriteRateAuto:     s.IOWriteBandwidthMax == config.BandwidthAuto,
+		WriteRate:         guard.RateConfig{Target: g.LatencyTarget},
 		Paths:             s.Paths,
 		Scheduler:         s.Scheduler,
 		KeepScheduler:     !s.RestoreScheduler,
@@ -97,6 +107,21 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 			Log:      log,
 		},
 	}
+	if o.WriteRateAuto {
+		o.WriteBandwidthMax = 0
+	}
+	if g.Enabled {
+		o.BaselineMaxAge = g.BaselineMaxAge.D()
+		k := &guard.Keeper{
+			Src:  &baselineInputs{in: guard.Inputs{MetricsURL: g.MetricsURL}, unit: cfg.Etcd.LocalUnit, root: root},
+			File: filepath.Join(stateDir, "latency-baseline.json"),
+			Log:  log,
+		}
+		if err := k.Load(); err != nil {
+			log.Warn("latency baseline: starting afresh", "err", err)
+		}
+		o.Baseline = k
+	}
 	if g.IOPressureThreshold > 0 {
 		// etcd's own cgroup when known: the stager's stalls do not count there.
 		if cfg.Etcd.LocalUnit != "" {
@@ -120,6 +145,9 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 // newStager builds the gentle stager; it dials systemd on first use.
 func newStager(cfg *config.Config, root, stateDir string, client *rpmostree.Client, m *metrics.Metrics, view *stagingView, log *slog.Logger) *adapters.Stager {
 	o := stageOptions(cfg, root, stateDir, client, log)
+	if k, ok := o.Baseline.(*guard.Keeper); ok {
+		view.baseline = k
+	}
 	runner := oplog.Runner{Log: log}
 	image := ""
 	if cfg.Updates.Source == config.SourceImage {
@@ -143,7 +171,8 @@ func newStager(cfg *config.Config, root, stateDir string, client *rpmostree.Clie
 			m.GuardDecisions("forced_thaw", rep.Guard.ForcedThaws)
 			m.Frozen(rep.Guard.Frozen)
 			r := &stagingReport{At: time.Now(), Seconds: rep.Duration.Seconds(), OK: err == nil, Disks: rep.Disks,
-				Guarded: rep.Guarded, Freezes: rep.Guard.Freezes, ForcedThaws: rep.Guard.ForcedThaws, Frozen: rep.Guard.Frozen.Seconds()}
+				Guarded: rep.Guarded, Freezes: rep.Guard.Freezes, ForcedThaws: rep.Guard.ForcedThaws, Frozen: rep.Guard.Frozen.Seconds(),
+				Baseline: rep.Baseline, Setup: rep.Setup.Seconds(), WriteRate: rep.Guard.Rate, RateCuts: rep.Guard.RateCuts}
 			if err != nil {
 				r.Error = err.Error()
 			}
@@ -164,4 +193,26 @@ func (d daemonIdle) Idle(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	return st.Transaction == nil, nil
+}
+
+// baselineInputs reads etcd's metrics and, once the unit's cgroup is
+// known, its io.pressure for the rolling baseline. The cgroup is looked up
+// lazily: etcd may start after the agent.
+type baselineInputs struct {
+	in   guard.Inputs
+	unit string
+	root string
+}
+
+func (b *baselineInputs) Read(ctx context.Context) (guard.Reading, error) {
+	if b.unit != "" && b.in.PressureFile == "" {
+		if conn, err := systemd.Dial(ctx); err == nil {
+			st, err := conn.Status(ctx, b.unit)
+			conn.Close()
+			if err == nil && st.ControlGroup != "" {
+				b.in.PressureFile = filepath.Join(rooted(b.root, "/sys/fs/cgroup"), st.ControlGroup, "io.pressure")
+			}
+		}
+	}
+	return b.in.Read(ctx)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/update-agent/update-agent/tests/bench/fio"
@@ -20,6 +21,7 @@ const WALFsync = "etcd_disk_wal_fsync_duration_seconds"
 type Measured struct {
 	Disk     Disk
 	Scenario Scenario
+	Rep      int // repetition, from 1
 	PutRate  int
 	Window   Window // zero when nothing was staged
 	Loads    Loads
@@ -42,8 +44,15 @@ func (m Measured) Rows() ([]report.Row, error) {
 	if j.Error != 0 || j.Sync.N == 0 {
 		return nil, fmt.Errorf("%s/%s: fio job error %d, %d fdatasyncs", m.Disk.Name, m.Scenario.ID, j.Error, j.Sync.N)
 	}
-	row := report.Row{Disk: m.Disk.Name, Load: m.Scenario.Load(m.Disk), Scenario: m.Scenario.ID,
-		Staging: m.Window.Duration(), N: j.Sync.N, Max: j.Sync.Max}
+	setup, setupStart, setupEnd, err := SetupPhase(m.StageLog)
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", m.Disk.Name, m.Scenario.ID, err)
+	}
+	row := report.Row{Disk: m.Disk.Name, Load: m.Scenario.Load(m.Disk), Scenario: m.Scenario.ID, Rep: m.Rep,
+		Staging: m.Window.Duration(), N: j.Sync.N, Max: j.Sync.Max, Setup: setup, AgentCPU: m.Window.AgentCPU}
+	if !m.Scenario.FioUnlimited {
+		row.Asked = float64(m.Disk.FioRate)
+	}
 	if j.Runtime > 0 {
 		row.Rate = float64(j.Sync.N) / j.Runtime.Seconds()
 	}
@@ -78,8 +87,9 @@ func (m Measured) Rows() ([]report.Row, error) {
 	if m.Scenario.FioUnlimited {
 		load += "+fio-unlimited"
 	}
-	erow := report.Row{Disk: m.Disk.Name, Load: load, Scenario: m.Scenario.ID,
-		Staging: m.Window.Duration(), N: int64(d.Total()),
+	erow := report.Row{Disk: m.Disk.Name, Load: load, Scenario: m.Scenario.ID, Rep: m.Rep,
+		Staging: m.Window.Duration(), N: int64(d.Total()), Asked: float64(m.PutRate),
+		Setup: setup, AgentCPU: m.Window.AgentCPU,
 		P50: sec(d.Quantile(0.5)), P99: sec(d.Quantile(0.99)), P999: sec(d.Quantile(0.999)),
 		MaxIsBound: true}
 	if j.Runtime > 0 {
@@ -91,7 +101,95 @@ func (m Measured) Rows() ([]report.Row, error) {
 	} else {
 		erow.Max = sec(mb)
 	}
+	if setup > 0 {
+		if erow.SetupP99, err = worstP99(m.EtcdLine, setupStart, setupEnd); err != nil {
+			return nil, fmt.Errorf("%s/%s: %w", m.Disk.Name, m.Scenario.ID, err)
+		}
+	}
 	return []report.Row{row, erow}, nil
+}
+
+// SetupPhase finds the agent's setup phase in its log (the "staging setup
+// started" and "staging setup done" lines): its duration as the agent
+// measured it, and when it ran (guest clock, Unix ns). Zero without a log
+// or those lines (no agent, or an agent from before the phase existed).
+func SetupPhase(log []byte) (time.Duration, int64, int64, error) {
+	var start, end int64
+	var secs float64
+	for _, line := range strings.Split(string(log), "\n") {
+		started := strings.Contains(line, `msg="staging setup started"`)
+		done := strings.Contains(line, `msg="staging setup done"`)
+		if !started && !done {
+			continue
+		}
+		ts, ok := logField(line, "time")
+		if !ok {
+			return 0, 0, 0, fmt.Errorf("setup phase: no time in %q", line)
+		}
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("setup phase: %w", err)
+		}
+		if started {
+			start = at.UnixNano()
+			continue
+		}
+		end = at.UnixNano()
+		v, _ := logField(line, "setup_seconds")
+		if secs, err = strconv.ParseFloat(v, 64); err != nil {
+			return 0, 0, 0, fmt.Errorf("setup phase: setup_seconds in %q", line)
+		}
+	}
+	if start == 0 || end == 0 {
+		return 0, 0, 0, nil
+	}
+	return time.Duration(secs * float64(time.Second)), start, end, nil
+}
+
+// logField is key's value in a slog text line (unquoted values only).
+func logField(line, key string) (string, bool) {
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// worstP99 is the largest per-scrape p99 of putload's timeline among the
+// scrapes whose interval overlaps [startNS, endNS]: etcd's latency during
+// a phase, at the timeline's resolution (2 s).
+func worstP99(timeline []byte, startNS, endNS int64) (time.Duration, error) {
+	recs, err := csv.NewReader(bytes.NewReader(timeline)).ReadAll()
+	if err != nil {
+		return 0, fmt.Errorf("etcd timeline: %w", err)
+	}
+	var worst time.Duration
+	var prev int64
+	found := false
+	for i, r := range recs {
+		if i == 0 || len(r) < 4 {
+			continue
+		}
+		ms, err := strconv.ParseInt(r[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("etcd timeline line %d: %q", i+1, r)
+		}
+		at := ms * int64(time.Millisecond)
+		if prev != 0 && at >= startNS && prev <= endNS && r[3] != "" {
+			p99, err := strconv.ParseFloat(r[3], 64)
+			if err != nil {
+				return 0, fmt.Errorf("etcd timeline line %d: %q", i+1, r)
+			}
+			found = true
+			worst = max(worst, time.Duration(p99*float64(time.Second)))
+		}
+		prev = at
+	}
+	if !found {
+		return 0, fmt.Errorf("etcd timeline has no scrape covering the setup phase")
+	}
+	return worst, nil
 }
 
 // Panel is m's timeline: the gaps between the fio job's WAL appends and
@@ -122,7 +220,46 @@ func (m Measured) Panel() (report.Panel, error) {
 		p.StageStart = time.Duration(m.Window.Start - m.Loads.StartNS)
 		p.StageEnd = time.Duration(m.Window.End - m.Loads.StartNS)
 	}
+	if _, s, e, err := SetupPhase(m.StageLog); err == nil && e > 0 {
+		p.SetupStart, p.SetupEnd = time.Duration(s-m.Loads.StartNS), time.Duration(e-m.Loads.StartNS)
+	}
 	return p, nil
+}
+
+// Curves are m's latency CDFs: the fio job's gaps between WAL appends and
+// etcd's WAL fsync histogram over the scenario.
+func (m Measured) Curves() (fioCurve, etcdCurve report.Curve, err error) {
+	label := m.Scenario.ID
+	samples, err := fio.ParseLatLog(bytes.NewReader(m.FioLat))
+	if err != nil {
+		return fioCurve, etcdCurve, err
+	}
+	fioCurve.Label = label
+	for _, s := range fio.SyncStalls(samples) {
+		fioCurve.Lats = append(fioCurve.Lats, s.Gap)
+	}
+	pre, err := promhist.Parse(bytes.NewReader(m.EtcdPre), WALFsync)
+	if err != nil {
+		return fioCurve, etcdCurve, err
+	}
+	post, err := promhist.Parse(bytes.NewReader(m.EtcdPost), WALFsync)
+	if err != nil {
+		return fioCurve, etcdCurve, err
+	}
+	d, err := post.Sub(pre)
+	if err != nil {
+		return fioCurve, etcdCurve, err
+	}
+	etcdCurve.Label = label
+	if tot := d.Total(); tot > 0 {
+		for _, b := range d.Buckets {
+			if math.IsInf(b.Le, 1) {
+				continue
+			}
+			etcdCurve.Steps = append(etcdCurve.Steps, report.Step{Le: time.Duration(b.Le * float64(time.Second)), Share: b.Count / tot})
+		}
+	}
+	return fioCurve, etcdCurve, nil
 }
 
 // etcdTimeline reads putload's timeline.csv into points relative to startNS.

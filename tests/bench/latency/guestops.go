@@ -278,6 +278,9 @@ func recipe2020(ctx context.Context, g Guest) error {
 type Window struct {
 	Start, End int64
 	Summary    string // update-agent stage-once's report line (guard freezes)
+	// AgentCPU is update-agent's user + system CPU time for the staging
+	// (the shell's `times` for its children; 0 for other stagers).
+	AgentCPU time.Duration
 }
 
 // Duration of the window.
@@ -321,7 +324,7 @@ func Stage(ctx context.Context, g Guest, s Scenario) (Window, error) {
 		}
 		// The agent's own staging path (policy, scheduler, drop-in, guard),
 		// without lock or reboot; it undoes its policy before it exits.
-		out, err := sh(ctx, g, `t0=$(date +%s%N); update-agent stage-once >/var/tmp/bench-stage.out 2>/var/tmp/bench-stage.log || { tail -n 40 /var/tmp/bench-stage.log >&2; exit 1; }; cat /var/tmp/bench-stage.out; echo $t0 $(date +%s%N)`)
+		out, err := sh(ctx, g, `t0=$(date +%s%N); update-agent stage-once >/var/tmp/bench-stage.out 2>/var/tmp/bench-stage.log || { tail -n 40 /var/tmp/bench-stage.log >&2; exit 1; }; t1=$(date +%s%N); times >/var/tmp/bench-stage.times; cat /var/tmp/bench-stage.out; echo $t0 $t1`)
 		if err != nil {
 			return Window{}, fmt.Errorf("staging (update-agent stage-once): %w", err)
 		}
@@ -330,6 +333,13 @@ func Stage(ctx context.Context, g Guest, s Scenario) (Window, error) {
 			return Window{}, err
 		}
 		w.Summary = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(out), lastLine(out)))
+		times, err := sh(ctx, g, "cat /var/tmp/bench-stage.times")
+		if err != nil {
+			return Window{}, err
+		}
+		if w.AgentCPU, err = ChildrenCPU(times); err != nil {
+			return Window{}, err
+		}
 		return w, nil
 	}
 	return Window{}, fmt.Errorf("scenario %s stages nothing", s.ID)
@@ -381,4 +391,29 @@ func quoteAll(ss []string) []string {
 func Fetch(ctx context.Context, g Guest, path string) ([]byte, error) {
 	out, err := sh(ctx, g, "cat "+q(path))
 	return []byte(out), err
+}
+
+// ChildrenCPU reads the shell's `times` output (bash: "0m1.234s 0m0.567s",
+// dash: "0m1.234000s 0m0.567000s"; the second line is the children's user
+// and system time) into their sum.
+func ChildrenCPU(times string) (time.Duration, error) {
+	lines := strings.Split(strings.TrimSpace(times), "\n")
+	if len(lines) < 2 {
+		return 0, fmt.Errorf("times output %q: want two lines", times)
+	}
+	var total time.Duration
+	f := strings.Fields(lines[1])
+	if len(f) != 2 {
+		return 0, fmt.Errorf("times output %q", times)
+	}
+	for _, v := range f {
+		m, s, ok := strings.Cut(strings.TrimSuffix(v, "s"), "m")
+		mins, err1 := strconv.Atoi(m)
+		secs, err2 := strconv.ParseFloat(s, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return 0, fmt.Errorf("times output %q", times)
+		}
+		total += time.Duration((float64(mins)*60 + secs) * float64(time.Second))
+	}
+	return total, nil
 }

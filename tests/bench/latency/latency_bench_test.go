@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,8 +29,11 @@ func putRate(d Disk) int {
 }
 
 // TestStagingLatency is section 1 of the benchmark: every scenario of the
-// plan (BENCH_QUICK=1: the quick one), side by side in one guest, one run.
-// Results (table, CSV, PNG per disk, markdown) go to $BENCH_OUT.
+// plan (BENCH_QUICK=1: the quick one), side by side in one guest,
+// BENCH_REPS times (default 3) interleaved: a, b, d, a, b, d, ... so that a
+// drift of the host over the run spreads over all scenarios instead of
+// favouring one. Results (per-rep table, summary with medians and
+// min-max, CSV, PNG per disk, markdown) go to $BENCH_OUT.
 func TestStagingLatency(t *testing.T) {
 	out := os.Getenv("BENCH_OUT")
 	if out == "" {
@@ -70,7 +74,15 @@ func TestStagingLatency(t *testing.T) {
 		}
 		plan.Disks = ds
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Hour)
+	reps := 3
+	if v := os.Getenv("BENCH_REPS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("BENCH_REPS=%q: want a count >= 1", v)
+		}
+		reps = n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(4*reps)*time.Hour)
 	defer cancel()
 	repo, err := filepath.Abs("../../..")
 	if err != nil {
@@ -107,12 +119,11 @@ func TestStagingLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var table report.Table
-	var notes []string
+	r := &run{g: g, plan: plan, base: base, update: update, out: out, logf: logf}
 	for _, d := range plan.Disks {
-		var panels []report.Panel
-		split := false
-		if err := StartEtcd(ctx, g, split); err != nil {
+		r.panels, r.fioCDF, r.etcdCDF = nil, nil, nil
+		r.split = false
+		if err := StartEtcd(ctx, g, r.split); err != nil {
 			t.Fatal(err)
 		}
 		// Unmeasured: the first scenario after boot or a new etcd would
@@ -121,55 +132,104 @@ func TestStagingLatency(t *testing.T) {
 		if err := warmUp(ctx, g, d, logf); err != nil {
 			t.Fatal(err)
 		}
-		for _, sc := range plan.Scenarios[d.Name] {
-			if sc.SplitFS != split {
-				split = sc.SplitFS
-				if err := StartEtcd(ctx, g, split); err != nil {
+		for rep := 1; rep <= reps; rep++ {
+			for _, sc := range plan.Scenarios[d.Name] {
+				if err := r.runOne(ctx, d, sc, rep); err != nil {
 					t.Fatal(err)
 				}
+				writeResults(t, out, r.table, r.notes, plan, quick, reps)
 			}
-			m, err := runScenario(ctx, g, d, sc, plan, base, update, logf)
-			if err != nil {
-				t.Fatalf("%s/%s: %v", d.Name, sc.ID, err)
-			}
-			rows, err := m.Rows()
-			if err != nil {
-				t.Fatal(err)
-			}
-			table.Rows = append(table.Rows, rows...)
-			if len(m.StageLog) > 0 {
-				p := filepath.Join(out, "logs", d.Name+"-"+sc.ID+"-"+strings.ReplaceAll(sc.Load(d), "/", "")+".log")
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(p, m.StageLog, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			p, err := m.Panel()
-			if err != nil {
-				t.Fatal(err)
-			}
-			panels = append(panels, p)
-			if m.Window.Summary != "" {
-				notes = append(notes, fmt.Sprintf("- %s/%s: %s", d.Name, sc.ID, m.Window.Summary))
-			}
-			logf("%s/%s: fio p99 %v max %v, etcd p99 %v, staging %v", d.Name, sc.ID,
-				rows[0].P99, rows[0].Max, rows[1].P99, m.Window.Duration().Round(100*time.Millisecond))
-			writeResults(t, out, table, notes, plan, quick)
 		}
 		var png bytes.Buffer
-		if err := report.WritePNG(&png, panels); err != nil {
+		if err := report.WritePNG(&png, r.panels); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(out, "latency-"+d.Name+".png"), png.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		for name, c := range map[string][]report.Curve{"fio": r.fioCDF, "etcd": r.etcdCDF} {
+			var b bytes.Buffer
+			title := fmt.Sprintf("%s: %s WAL fsync latency CDF (first repetition)", d.Name, name)
+			if err := report.WriteCDF(&b, title, c); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(out, "cdf-"+name+"-"+d.Name+".png"), b.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	fmt.Println()
-	if err := table.WriteText(os.Stdout); err != nil {
+	if err := r.table.WriteText(os.Stdout); err != nil {
 		t.Fatal(err)
 	}
+	fmt.Println()
+	if err := r.table.WriteSummary(os.Stdout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run is what one benchmark run accumulates.
+type run struct {
+	g                 *guest.Guest
+	plan              Plan
+	base, update, out string
+	logf              func(string, ...any)
+	split             bool // etcd on its own filesystem now
+	table             report.Table
+	notes             []string
+	panels            []report.Panel // of the disk being measured (first repetition)
+	fioCDF, etcdCDF   []report.Curve
+}
+
+// runOne runs one repetition of one scenario and adds its rows, log, note
+// and (first repetition only) timeline panel.
+func (r *run) runOne(ctx context.Context, d Disk, sc Scenario, rep int) error {
+	g, logf := r.g, r.logf
+	if sc.SplitFS != r.split {
+		r.split = sc.SplitFS
+		if err := StartEtcd(ctx, g, r.split); err != nil {
+			return err
+		}
+	}
+	m, err := runScenario(ctx, g, d, sc, r.plan, r.base, r.update, logf)
+	if err != nil {
+		return fmt.Errorf("%s/%s rep %d: %v", d.Name, sc.ID, rep, err)
+	}
+	m.Rep = rep
+	rows, err := m.Rows()
+	if err != nil {
+		return err
+	}
+	r.table.Rows = append(r.table.Rows, rows...)
+	if len(m.StageLog) > 0 {
+		p := filepath.Join(r.out, "logs", fmt.Sprintf("%s-%s-%s-rep%d.log", d.Name, sc.ID, strings.ReplaceAll(sc.Load(d), "/", ""), rep))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, m.StageLog, 0o644); err != nil {
+			return err
+		}
+	}
+	if rep == 1 {
+		p, err := m.Panel()
+		if err != nil {
+			return err
+		}
+		r.panels = append(r.panels, p)
+		fc, ec, err := m.Curves()
+		if err != nil {
+			return err
+		}
+		fc.Label += " " + sc.Load(d)
+		r.fioCDF, r.etcdCDF = append(r.fioCDF, fc), append(r.etcdCDF, ec)
+	}
+	if m.Window.Summary != "" {
+		r.notes = append(r.notes, fmt.Sprintf("- %s/%s rep %d: %s", d.Name, sc.ID, rep, m.Window.Summary))
+	}
+	logf("%s/%s rep %d: fio p99 %v max %v, etcd p99 %v, setup %v, staging %v, agent CPU %v", d.Name, sc.ID, rep,
+		rows[0].P99, rows[0].Max, rows[1].P99, rows[1].Setup.Round(10*time.Millisecond),
+		m.Window.Duration().Round(100*time.Millisecond), m.Window.AgentCPU.Round(10*time.Millisecond))
+	return nil
 }
 
 func runScenario(ctx context.Context, g *guest.Guest, d Disk, sc Scenario, plan Plan, base, update string, logf func(string, ...any)) (Measured, error) {
@@ -260,7 +320,7 @@ const warmUpFor = 45 * time.Second
 
 // writeResults (re)writes the table as CSV and markdown after every
 // scenario, so an interrupted run keeps what it measured.
-func writeResults(t *testing.T, out string, table report.Table, notes []string, plan Plan, quick bool) {
+func writeResults(t *testing.T, out string, table report.Table, notes []string, plan Plan, quick bool, reps int) {
 	t.Helper()
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
@@ -269,16 +329,19 @@ func writeResults(t *testing.T, out string, table report.Table, notes []string, 
 	if err := table.WriteCSV(&c); err != nil {
 		t.Fatal(err)
 	}
-	var txt bytes.Buffer
+	var txt, sum bytes.Buffer
 	if err := table.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	if err := table.WriteSummary(&sum); err != nil {
 		t.Fatal(err)
 	}
 	mode := "full"
 	if quick {
 		mode = "quick (BENCH_QUICK=1)"
 	}
-	md := fmt.Sprintf("## Staging vs etcd fsync latency\n\nMode: %s; update %s in %d files; disks throttled by qemu; fio etcd-like job (2300 B write + fdatasync) and a real etcd member under a fixed put rate, side by side. Latencies in ms; ratios to (a) alone and (b) naive of the same disk and load. etcd's max is a histogram bucket bound.\n\n```\n%s```\n\nupdate-agent stage-once reports:\n%s\n",
-		mode, plan.UpdateSize, plan.UpdateFile, txt.String(), strings.Join(notes, "\n"))
+	md := fmt.Sprintf("## Staging vs etcd fsync latency\n\nMode: %s; update %s in %d files; %d repetitions, interleaved; disks throttled by qemu; fio etcd-like job (2300 B write + fdatasync) and a real etcd member under a fixed put rate, side by side. Latencies in ms; ratios to (a) alone and (b) naive of the same disk, load and repetition. etcd's max is a histogram bucket bound. setup: the agent opening the window (its own phase); setup_p99/a: etcd's worst per-scrape p99 while it ran, against (a); achieved/asked: the load's rate against the one asked for; agent_cpu_s: update-agent's user + system CPU for the staging.\n\nSummary, median [min-max] over the repetitions:\n\n```\n%s```\n\nEach repetition:\n\n```\n%s```\n\nupdate-agent stage-once reports:\n%s\n",
+		mode, plan.UpdateSize, plan.UpdateFile, reps, sum.String(), txt.String(), strings.Join(notes, "\n"))
 	for name, b := range map[string][]byte{"latency.csv": c.Bytes(), "latency.md": []byte(md)} {
 		if err := os.WriteFile(filepath.Join(out, name), b, 0o644); err != nil {
 			t.Fatal(err)

@@ -156,3 +156,54 @@ func TestMBR(t *testing.T) {
 		t.Error("too small a disk: no error")
 	}
 }
+
+func TestSetupPhaseAndAgentCPU(t *testing.T) {
+	// The timeline's scrapes are at ...155431, ...156430, ...157429 ms.
+	log := `time=2026-12-02T12:55:50.000Z level=INFO msg="latency guard baseline" signal=wal_fsync p99_ms=4
+time=2026-12-02T12:55:56.000Z level=INFO msg="staging setup started" disks=[vdb]
+time=2026-12-02T12:55:56.200Z level=INFO msg="staging setup step" step=scheduler seconds=0.2 ok=true
+time=2026-12-02T12:55:57.500Z level=INFO msg="staging setup done" setup_seconds=1.5 ok=true
+`
+	d, start, end, err := SetupPhase([]byte(log))
+	if err != nil || d != 1500*time.Millisecond || end-start != int64(1500*time.Millisecond) {
+		t.Fatalf("setup %v %v..%v %v", d, start, end, err)
+	}
+	m := measured(t)
+	m.Scenario = Scenario{ID: report.ScenarioAgent, Stager: Agent}
+	m.StageLog = []byte(log)
+	m.Rep = 2
+	m.Window.AgentCPU = 1234 * time.Millisecond
+	rows, err := m.Rows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, e := rows[0], rows[1]
+	if f.Rep != 2 || e.Rep != 2 || f.Asked != 80 || e.Asked != 25 || e.Setup != 1500*time.Millisecond || e.AgentCPU != 1234*time.Millisecond {
+		t.Errorf("rows %+v / %+v", f, e)
+	}
+	// The setup phase (…156.000 to …157.500) overlaps the scrapes ending
+	// at …156430 and …157429: the worst p99 of the two.
+	if (e.SetupP99 - 16320*time.Microsecond).Abs() > time.Microsecond {
+		t.Errorf("setup p99 %v", e.SetupP99)
+	}
+	if d, _, _, err := SetupPhase([]byte("no agent here\n")); err != nil || d != 0 {
+		t.Errorf("no setup lines: %v %v", d, err)
+	}
+	if _, _, _, err := SetupPhase([]byte(`time=bad level=INFO msg="staging setup done" setup_seconds=1`)); err == nil {
+		t.Error("bad time accepted")
+	}
+
+	for in, want := range map[string]time.Duration{
+		"0m0.004s 0m0.000s\n0m1.500s 0m0.250s\n":             1750 * time.Millisecond,  // bash
+		"0m0.004000s 0m0.000000s\n1m2.000000s 0m0.500000s\n": 62500 * time.Millisecond, // dash
+	} {
+		if got, err := ChildrenCPU(in); err != nil || got != want {
+			t.Errorf("ChildrenCPU(%q) = %v %v, want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "0m0s 0m0s", "0m0s 0m0s\nx y\n"} {
+		if _, err := ChildrenCPU(bad); err == nil {
+			t.Errorf("ChildrenCPU(%q) accepted", bad)
+		}
+	}
+}

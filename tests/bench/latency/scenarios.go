@@ -94,8 +94,13 @@ var Knobs = []struct{ ID, Config string }{
 	{"k-ioclass-besteffort", "[staging]\nio_scheduling_class = \"best-effort\"\n"},
 	{"k-cpuweight-100", "[staging]\ncpu_weight = \"100\"\n"},
 	{"k-memoryhigh-infinity", "[staging]\nmemory_high = \"infinity\"\n"},
-	// The default caps writes at 5M (a quarter of the small disk): without.
+	// The default paces the write cap in a closed loop ("auto"): without a
+	// cap, and with the fixed 5M cap that was the default before.
 	{"k-bwmax-none", "[staging]\nio_write_bandwidth_max = \"\"\n"},
+	{"k-bwmax-5M", "[staging]\nio_write_bandwidth_max = \"5M\"\n"},
+	// Opening the window without switching the scheduler (a switch drains
+	// and freezes the request queue): what the setup phase costs without it.
+	{"k-scheduler-none", "[staging]\nscheduler = \"\"\n"},
 	{"k-objfsync", "[staging]\nper_object_fsync = true\n"},
 	{"k-nrrequests-16", "[staging]\nnr_requests = 16\n"},
 	{"k-etcd-iolatency-10ms", "[staging]\netcd_io_latency_target = \"10ms\"\n"},

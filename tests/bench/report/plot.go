@@ -3,12 +3,16 @@ package report
 import (
 	"errors"
 	"fmt"
-	"image"
 	"image/color"
-	"image/png"
 	"io"
-	"math"
+	"slices"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // Point is one latency observation at a time since the panel's start.
@@ -28,144 +32,195 @@ type Series struct {
 var (
 	Blue   = color.RGBA{31, 90, 180, 255}
 	Orange = color.RGBA{230, 120, 0, 255}
+	Green  = color.RGBA{40, 150, 60, 255}
+	Purple = color.RGBA{130, 60, 170, 255}
+	Grey   = color.RGBA{110, 110, 110, 255}
+	Red    = color.RGBA{200, 30, 30, 255}
+)
+
+// Shades of the phases in a timeline.
+var (
+	StageShade = color.RGBA{255, 228, 181, 255}
+	SetupShade = color.RGBA{190, 215, 245, 255}
 )
 
 // Panel is one scenario's timeline: latency points on a log scale, the
-// staging window shaded.
+// setup phase and the staging window shaded.
 type Panel struct {
 	Title                string
 	Series               []Series
+	SetupStart, SetupEnd time.Duration // shaded blue; both 0: no setup phase
 	StageStart, StageEnd time.Duration // shaded; both 0: nothing staged
-	Span                 time.Duration // x axis length; 0: up to the last point
 	ThresholdLine        time.Duration // dashed line (e.g. 100 ms target); 0: none
 }
 
-const (
-	panelW, panelH = 1000, 230
-	marginL        = 70
-	marginR        = 20
-	marginT        = 34
-	marginB        = 26
-	yMin, yMax     = 100 * time.Microsecond, 10 * time.Second
-)
+// The latency axis' range: points outside are drawn at its edges.
+const yMin, yMax = 100 * time.Microsecond, 10 * time.Second
 
-var (
-	white  = color.RGBA{255, 255, 255, 255}
-	black  = color.RGBA{0, 0, 0, 255}
-	grid   = color.RGBA{220, 220, 220, 255}
-	shade  = color.RGBA{255, 228, 181, 255}
-	target = color.RGBA{200, 30, 30, 255}
-)
+func msOf(d time.Duration) float64 {
+	return float64(min(max(d, yMin), yMax)) / float64(time.Millisecond)
+}
 
-// WritePNG draws the panels one above the other.
+// timeline is one panel as a gonum plot.
+func timeline(p Panel) (*plot.Plot, error) {
+	pl := plot.New()
+	pl.Title.Text = p.Title
+	pl.X.Label.Text = "s since the loads started"
+	pl.Y.Label.Text = "ms"
+	pl.Y.Scale, pl.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	pl.Y.Min, pl.Y.Max = msOf(yMin), msOf(yMax)
+	pl.Add(plotter.NewGrid())
+	pl.Legend.Top, pl.Legend.Left = true, true
+	shadeOf := func(from, to time.Duration, c color.RGBA, label string) error {
+		if to <= from {
+			return nil
+		}
+		a, b := from.Seconds(), to.Seconds()
+		poly, err := plotter.NewPolygon(plotter.XYs{{X: a, Y: msOf(yMin)}, {X: b, Y: msOf(yMin)}, {X: b, Y: msOf(yMax)}, {X: a, Y: msOf(yMax)}})
+		if err != nil {
+			return err
+		}
+		poly.Color, poly.LineStyle.Width = c, 0
+		pl.Add(poly)
+		pl.Legend.Add(label, poly)
+		return nil
+	}
+	if err := shadeOf(p.StageStart, p.StageEnd, StageShade, "staging"); err != nil {
+		return nil, err
+	}
+	if err := shadeOf(p.SetupStart, p.SetupEnd, SetupShade, "setup"); err != nil {
+		return nil, err
+	}
+	last := 0.0
+	for _, s := range p.Series {
+		if len(s.Points) == 0 {
+			continue
+		}
+		xys := make(plotter.XYs, len(s.Points))
+		for i, pt := range s.Points {
+			xys[i] = plotter.XY{X: pt.At.Seconds(), Y: msOf(pt.Lat)}
+			last = max(last, xys[i].X)
+		}
+		sc, err := plotter.NewScatter(xys)
+		if err != nil {
+			return nil, err
+		}
+		sc.GlyphStyle.Color, sc.GlyphStyle.Radius, sc.GlyphStyle.Shape = s.Color, vg.Points(1.2), draw.CircleGlyph{}
+		pl.Add(sc)
+		pl.Legend.Add(s.Label, sc)
+	}
+	if p.ThresholdLine > 0 {
+		l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: msOf(p.ThresholdLine)}, {X: max(last, p.StageEnd.Seconds()), Y: msOf(p.ThresholdLine)}})
+		if err != nil {
+			return nil, err
+		}
+		l.Color, l.Dashes = Red, []vg.Length{vg.Points(4), vg.Points(3)}
+		pl.Add(l)
+	}
+	return pl, nil
+}
+
+// WritePNG draws the panels' timelines one above the other.
 func WritePNG(w io.Writer, panels []Panel) error {
 	if len(panels) == 0 {
 		return errors.New("plot: no panels")
 	}
-	img := image.NewRGBA(image.Rect(0, 0, panelW, panelH*len(panels)))
-	fill(img, img.Bounds(), white)
+	plots := make([][]*plot.Plot, len(panels))
 	for i, p := range panels {
-		drawPanel(img, i*panelH, p)
+		pl, err := timeline(p)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", p.Title, err)
+		}
+		plots[i] = []*plot.Plot{pl}
 	}
-	return png.Encode(w, img)
+	return writeTiles(w, plots, vg.Points(900), vg.Points(220)*vg.Length(len(panels)))
 }
 
-func fill(img *image.RGBA, r image.Rectangle, c color.Color) {
-	for y := r.Min.Y; y < r.Max.Y; y++ {
-		for x := r.Min.X; x < r.Max.X; x++ {
-			img.Set(x, y, c)
-		}
-	}
+// Curve is one scenario's latencies, drawn as a CDF: observed latencies
+// (Lats), or a histogram's cumulative shares at its bounds (Steps).
+type Curve struct {
+	Label string
+	Color color.RGBA
+	Lats  []time.Duration
+	Steps []Step
 }
 
-// yPos maps a latency to a pixel row, log scale, clamped to the axis.
-func yPos(top int, lat time.Duration) int {
-	h := panelH - marginT - marginB
-	l := math.Log10(float64(max(lat, yMin)))
-	lo, hi := math.Log10(float64(yMin)), math.Log10(float64(yMax))
-	f := min((l-lo)/(hi-lo), 1)
-	return top + marginT + h - int(f*float64(h))
+// Step is a histogram bound and the share of observations at or below it.
+type Step struct {
+	Le    time.Duration
+	Share float64
 }
 
-func drawPanel(img *image.RGBA, top int, p Panel) {
-	span := p.Span
-	for _, sr := range p.Series {
-		for _, pt := range sr.Points {
-			span = max(span, pt.At)
-		}
-	}
-	span = max(span, p.StageEnd, time.Second)
-	plotW := panelW - marginL - marginR
-	xPos := func(d time.Duration) int { return marginL + int(float64(plotW)*float64(d)/float64(span)) }
-	bottom := top + panelH - marginB
+// CurveColors cycle over the curves of a CDF.
+var CurveColors = []color.RGBA{Grey, Red, Blue, Green, Purple, Orange}
 
-	if p.StageEnd > p.StageStart {
-		fill(img, image.Rect(xPos(p.StageStart), top+marginT, xPos(p.StageEnd)+1, bottom+1), shade)
-	}
-	// Decades on the y axis.
-	for d, label := range map[time.Duration]string{
-		100 * time.Microsecond: "0.1ms", time.Millisecond: "1ms", 10 * time.Millisecond: "10ms",
-		100 * time.Millisecond: "100ms", time.Second: "1s", 10 * time.Second: "10s"} {
-		y := yPos(top, d)
-		for x := marginL; x < panelW-marginR; x++ {
-			img.Set(x, y, grid)
+// WriteCDF draws the curves' latency CDFs in one plot, latency on a log
+// axis: where the tails part is readable at a glance.
+func WriteCDF(w io.Writer, title string, curves []Curve) error {
+	pl := plot.New()
+	pl.Title.Text = title
+	pl.X.Label.Text = "latency, ms (log)"
+	pl.Y.Label.Text = "share of observations at or below"
+	pl.X.Scale, pl.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	pl.Y.Min, pl.Y.Max = 0, 1
+	pl.Add(plotter.NewGrid())
+	pl.Legend.Top, pl.Legend.Left = false, false
+	pl.Legend.YOffs = vg.Points(40)
+	n := 0
+	for i, c := range curves {
+		xys := CDF(c.Lats)
+		for _, s := range c.Steps {
+			xys = append(xys, plotter.XY{X: msOf(s.Le), Y: s.Share})
 		}
-		drawText(img, marginL-6-textWidth(label), y-glyphH/2, label, black)
-	}
-	if p.ThresholdLine > 0 {
-		y := yPos(top, p.ThresholdLine)
-		for x := marginL; x < panelW-marginR; x++ {
-			if (x/6)%2 == 0 {
-				img.Set(x, y, target)
-			}
+		if len(xys) == 0 {
+			continue
 		}
-	}
-	// Time ticks: about 10 along the axis, on round seconds.
-	step := niceStep(span.Seconds() / 10)
-	for s := 0.0; s <= span.Seconds()+1e-9; s += step {
-		x := xPos(time.Duration(s * float64(time.Second)))
-		for y := bottom; y < bottom+4; y++ {
-			img.Set(x, y, black)
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return fmt.Errorf("cdf %s: %w", c.Label, err)
 		}
-		label := fmt.Sprintf("%gs", s)
-		drawText(img, x-textWidth(label)/2, bottom+7, label, black)
-	}
-	for x := marginL; x < panelW-marginR; x++ {
-		img.Set(x, bottom, black)
-	}
-	for y := top + marginT; y <= bottom; y++ {
-		img.Set(marginL, y, black)
-	}
-	for _, sr := range p.Series {
-		for _, pt := range sr.Points {
-			x, y := xPos(pt.At), yPos(top, pt.Lat)
-			img.Set(x, y, sr.Color)
-			img.Set(x+1, y, sr.Color)
-			img.Set(x, y+1, sr.Color)
-			img.Set(x+1, y+1, sr.Color)
+		l.Color, l.Width = c.Color, vg.Points(1.5)
+		if l.Color == (color.RGBA{}) {
+			l.Color = CurveColors[i%len(CurveColors)]
 		}
+		pl.Add(l)
+		pl.Legend.Add(c.Label, l)
+		n++
 	}
-	drawText(img, marginL, top+4, p.Title, black)
-	// Legend on its own line, right-aligned.
-	x := panelW - marginR
-	for i := len(p.Series) - 1; i >= 0; i-- {
-		sr := p.Series[i]
-		x -= textWidth(sr.Label)
-		drawText(img, x, top+17, sr.Label, sr.Color)
-		x -= 3 * glyphW
+	if n == 0 {
+		return errors.New("cdf: no curve has points")
 	}
+	return writeTiles(w, [][]*plot.Plot{{pl}}, vg.Points(700), vg.Points(450))
 }
 
-// niceStep rounds a raw step up to 1, 2 or 5 times a power of ten.
-func niceStep(raw float64) float64 {
-	if raw <= 0 {
-		return 1
+// CDF is the empirical CDF of lats as points (ms, share), latencies
+// clamped to the latency axis' range.
+func CDF(lats []time.Duration) plotter.XYs {
+	if len(lats) == 0 {
+		return nil
 	}
-	p := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= raw {
-			return m * p
+	s := slices.Clone(lats)
+	slices.Sort(s)
+	xys := make(plotter.XYs, 0, len(s))
+	for i, l := range s {
+		y := float64(i+1) / float64(len(s))
+		if n := len(xys); n > 0 && xys[n-1].X == msOf(l) {
+			xys[n-1].Y = y // one point per distinct latency
+			continue
 		}
+		xys = append(xys, plotter.XY{X: msOf(l), Y: y})
 	}
-	return 10 * p
+	return xys
+}
+
+func writeTiles(w io.Writer, plots [][]*plot.Plot, width, height vg.Length) error {
+	img := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(96))
+	dc := draw.New(img)
+	t := draw.Tiles{Rows: len(plots), Cols: 1, PadY: vg.Points(6), PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8)}
+	canvases := plot.Align(plots, t, dc)
+	for i := range plots {
+		plots[i][0].Draw(canvases[i][0])
+	}
+	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
+	return err
 }

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/csv"
+	"image/color"
 	"image/png"
 	"math"
 	"strings"
@@ -52,8 +53,8 @@ func TestTargets(t *testing.T) {
 	}
 	want := map[string]bool{
 		"fio p99 <= 1.3x alone": true, "fio max <= 100ms": true, "fio staging <= 2x naive": true,
-		// Missing baselines never count as met.
-		"etcd p99 <= 1.3x alone": false, "etcd max <= 100ms": false, "etcd staging <= 2x naive": false,
+		// Missing baselines never count as met; etcd's max is a bucket bound.
+		"etcd p99 <= 1.3x alone": false, "etcd worst bucket <= 128ms": false, "etcd staging <= 2x naive": false,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("targets %v", got)
@@ -65,31 +66,109 @@ func TestTargets(t *testing.T) {
 	}
 }
 
+// Three interleaved repetitions: each ratio against its own repetition's
+// (a), the summary the median with min-max.
+func repTable() Table {
+	var tb Table
+	alone := []time.Duration{10 * ms, 20 * ms, 15 * ms}
+	agent := []time.Duration{12 * ms, 40 * ms, 15 * ms} // x1.2, x2.0, x1.0
+	for i := range 3 {
+		rep := i + 1
+		tb.Rows = append(tb.Rows,
+			Row{Disk: "500iops", Load: "etcd", Scenario: ScenarioAlone, Rep: rep, N: 1000, P99: alone[i], Max: 64 * ms, MaxIsBound: true, Rate: 20, Asked: 20},
+			Row{Disk: "500iops", Load: "etcd", Scenario: ScenarioNaive, Rep: rep, N: 1000, P99: 100 * ms, Max: 1024 * ms, MaxIsBound: true, Staging: 100 * time.Second, Rate: 17, Asked: 20},
+			Row{Disk: "500iops", Load: "etcd", Scenario: ScenarioAgent, Rep: rep, N: 1000, P99: agent[i], Max: 128 * ms, MaxIsBound: true,
+				Staging: time.Duration(150+10*i) * time.Second, Setup: 2 * time.Second, SetupP99: alone[i], Rate: 19.9, Asked: 20, AgentCPU: 3 * time.Second})
+	}
+	return tb
+}
+
+func TestSummaryMediansOverInterleavedReps(t *testing.T) {
+	tb := repTable()
+	// Each ratio against the same repetition's (a): rep 2's agent p99 40ms
+	// against its own alone's 20ms.
+	if q := tb.Ratios(tb.Rows[5]); q.P99VsAlone != 2 || q.SetupP99VsAlone != 1 {
+		t.Errorf("rep 2 ratios %+v", q)
+	}
+	sum := tb.Summary()
+	if len(sum) != 3 {
+		t.Fatalf("summary rows %d, want 3", len(sum))
+	}
+	d := sum[2]
+	near := func(name string, got Spread, med, lo, hi float64) {
+		if math.Abs(got.Med-med) > 1e-9 || math.Abs(got.Min-lo) > 1e-9 || math.Abs(got.Max-hi) > 1e-9 {
+			t.Errorf("%s = %+v, want %v [%v-%v]", name, got, med, lo, hi)
+		}
+	}
+	near("p99/a", d.P99VsAlone, 1.2, 1, 2)
+	near("staging/b", d.StageVsNaive, 1.6, 1.5, 1.7)
+	near("achieved", d.Achieved, 0.995, 0.995, 0.995)
+	near("cpu share", d.CPUShare, 3.0/160, 3.0/170, 3.0/150)
+	var b bytes.Buffer
+	if err := tb.WriteSummary(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"1.20 [1.00-2.00]", "<=128.0", "target 500iops/etcd p99 <= 1.3x alone: met (median x1.20 [1.00-2.00])",
+		"worst bucket <= 128ms: met", "staging <= 2x naive: met", "setup p99 <= 1.3x alone: met", "achieved >= 99% of asked: met", "agent CPU <= 5% of a core: met"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("summary lacks %q:\n%s", w, b.String())
+		}
+	}
+	if s := spread([]float64{math.NaN()}); s.N != 0 || s.format(1) != "-" {
+		t.Errorf("unknown spread %+v", s)
+	}
+}
+
 func TestWriteTextAndCSV(t *testing.T) {
 	tb := sampleTable()
 	var txt bytes.Buffer
 	if err := tb.WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"p99/a", "308.28", "<=256.00", "80.6", "target 500iops/fio max <= 100ms: met (90.00ms)", "MISSED"} {
+	for _, w := range []string{"p99/a", "308.28", "<=256.00", "80.6"} {
 		if !strings.Contains(txt.String(), w) {
 			t.Errorf("text lacks %q:\n%s", w, txt.String())
 		}
 	}
 	var c bytes.Buffer
-	if err := tb.WriteCSV(&c); err != nil {
+	if err := repTable().WriteCSV(&c); err != nil {
 		t.Fatal(err)
 	}
 	recs, err := csv.NewReader(&c).ReadAll()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 5 || len(recs[0]) != len(header) || recs[0][5] != "per_s" {
-		t.Fatalf("csv %d records, %d columns", len(recs), len(recs[0]))
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
 	}
-	if r := recs[3]; r[2] != ScenarioAgent || r[5] != "33.9" || r[7] != "13.00" || r[10] != "1.22" || r[13] != "1.05" {
-		t.Errorf("agent row %v", r)
+	if len(recs) != 10 || len(recs[0]) != len(header) || col["rep"] != 3 {
+		t.Fatalf("csv %d records, header %v", len(recs), recs[0])
 	}
+	if r := recs[6]; r[col["scenario"]] != ScenarioAgent || r[col["rep"]] != "2" || r[col["p99/a"]] != "2.00" ||
+		r[col["setup_s"]] != "2.00" || r[col["setup_p99_ms"]] != "20.00" || r[col["agent_cpu_s"]] != "3.00" ||
+		r[col["per_s"]] != "19.9" || r[col["asked_per_s"]] != "20" {
+		t.Errorf("agent row of rep 2 %v", r)
+	}
+}
+
+// countColor counts the pixels of exactly c.
+func countColor(t *testing.T, b []byte, c color.RGBA) int {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	r := img.Bounds()
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			if color.RGBAModel.Convert(img.At(x, y)) == c {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func TestWritePNG(t *testing.T) {
@@ -101,46 +180,61 @@ func TestWritePNG(t *testing.T) {
 		}
 		pts = append(pts, Point{At: time.Duration(i) * 100 * ms, Lat: lat})
 	}
+	staged := Panel{Title: "b-naive 500iops", Series: []Series{{"fio", Blue, pts}, {"etcd", Orange, pts[:1]}},
+		SetupStart: 15 * time.Second, SetupEnd: 20 * time.Second, StageStart: 20 * time.Second, StageEnd: 40 * time.Second, ThresholdLine: 100 * ms}
+	alone := Panel{Title: "a-alone", Series: []Series{{"fio", Blue, pts[:100]}, {"etcd", Orange, []Point{{At: time.Second, Lat: time.Hour}}}}}
 	var b bytes.Buffer
-	err := WritePNG(&b, []Panel{
-		{Title: "b-naive 500iops", Series: []Series{{"fio", Blue, pts}, {"etcd", Orange, pts[:1]}}, StageStart: 20 * time.Second, StageEnd: 40 * time.Second, ThresholdLine: 100 * ms},
-		{Title: "a-alone", Series: []Series{{"fio", Blue, pts[:100]}}},
-	})
+	if err := WritePNG(&b, []Panel{staged, alone}); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(b.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := png.Decode(&b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if img.Bounds().Dx() != panelW || img.Bounds().Dy() != 2*panelH {
+	if img.Bounds().Dx() < 800 || img.Bounds().Dy() < 2*200 {
 		t.Fatalf("size %v", img.Bounds())
 	}
-	// Inside the staging window, away from the dots: shaded. Outside: white.
-	x := marginL + (panelW-marginL-marginR)*30/60
-	if r, g, bl, _ := img.At(x, yPos(0, 3*ms+ms/2)).RGBA(); r>>8 != 255 || g>>8 != 228 || bl>>8 != 181 {
-		t.Errorf("staging window not shaded at x=%d: %d %d %d", x, r>>8, g>>8, bl>>8)
+	// Both phases shaded, the staging window four times the setup's width.
+	stage, setup := countColor(t, b.Bytes(), StageShade), countColor(t, b.Bytes(), SetupShade)
+	if stage == 0 || setup == 0 || stage < 2*setup {
+		t.Errorf("shaded pixels: staging %d, setup %d", stage, setup)
 	}
-	x = marginL + (panelW-marginL-marginR)*50/60
-	if r, g, bl, _ := img.At(x, yPos(0, 3*ms+ms/2)).RGBA(); r>>8 != 255 || g>>8 != 255 || bl>>8 != 255 {
-		t.Errorf("outside the window not white: %d %d %d", r>>8, g>>8, bl>>8)
+	var a bytes.Buffer
+	if err := WritePNG(&a, []Panel{alone}); err != nil {
+		t.Fatal(err)
 	}
-	// The stall is drawn at 300 ms, inside the window.
-	x = marginL + (panelW-marginL-marginR)*30/60
-	if c := img.At(x, yPos(0, 300*ms)); c != Blue {
-		t.Errorf("no dot at the stall: %v", c)
+	if n := countColor(t, a.Bytes(), StageShade); n != 0 {
+		t.Errorf("nothing staged, yet %d shaded pixels", n)
 	}
 	if err := WritePNG(&b, nil); err == nil {
 		t.Error("no panels: no error")
 	}
 }
 
-func TestYPosIsLogAndClamped(t *testing.T) {
-	a, b, c := yPos(0, time.Millisecond), yPos(0, 10*time.Millisecond), yPos(0, 100*time.Millisecond)
-	if d := (a - b) - (b - c); d < -1 || d > 1 || a <= b {
-		t.Errorf("decades at %d %d %d", a, b, c)
+func TestCDF(t *testing.T) {
+	xys := CDF([]time.Duration{4 * ms, ms, 2 * ms, 2 * ms, time.Hour})
+	want := []struct{ x, y float64 }{{1, 0.2}, {2, 0.6}, {4, 0.8}, {10000, 1}} // clamped to 10 s
+	if len(xys) != len(want) {
+		t.Fatalf("cdf %v", xys)
 	}
-	if yPos(0, time.Nanosecond) != yPos(0, yMin) || yPos(0, time.Hour) != yPos(0, yMax) {
-		t.Error("not clamped")
+	for i, w := range want {
+		if math.Abs(xys[i].X-w.x) > 1e-9 || math.Abs(xys[i].Y-w.y) > 1e-9 {
+			t.Errorf("point %d = %v, want %v", i, xys[i], w)
+		}
+	}
+	var b bytes.Buffer
+	err := WriteCDF(&b, "500iops fio", []Curve{
+		{Label: "a-alone", Lats: []time.Duration{ms, 2 * ms, 3 * ms}},
+		{Label: "b-naive", Color: Red, Lats: []time.Duration{ms, 300 * ms, 4 * time.Second}},
+		{Label: "d-agent etcd", Steps: []Step{{ms, 0.5}, {2 * ms, 0.9}, {4 * ms, 1}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if countColor(t, b.Bytes(), Red) == 0 {
+		t.Error("the red curve is not drawn")
+	}
+	if err := WriteCDF(&b, "empty", []Curve{{Label: "x"}}); err == nil {
+		t.Error("no points: no error")
 	}
 }

@@ -27,16 +27,29 @@ type Row struct {
 	Disk     string // e.g. "3000iops-125MBs"
 	Load     string // e.g. "fio-rate333", "fio-unlimited", "etcd"
 	Scenario string
+	// Rep is the repetition (1, 2, ...): repetitions are interleaved
+	// (a, b, d, a, b, d, ...) and each row is compared with (a) and (b)
+	// of its own repetition.
+	Rep int
 	// Staging is the wall time of the staging; 0 when nothing was staged.
 	Staging time.Duration
 	N       int64 // fdatasyncs measured
 	// Rate is N per second of the load's run: what the load achieved,
-	// against what it asked for (a starved guest falls short).
-	Rate float64
-	P50  time.Duration
-	P99  time.Duration
-	P999 time.Duration
-	Max  time.Duration
+	// against Asked, what it asked for (a starved guest falls short; 0:
+	// flat out).
+	Rate  float64
+	Asked float64
+	// Setup is how long the agent took to open the window (its "staging
+	// setup done" line), SetupP99 etcd's worst WAL fsync p99 in the scrapes
+	// covering it (0: no setup phase or not measured), AgentCPU the
+	// agent's CPU seconds for the staging (user + system).
+	Setup    time.Duration
+	SetupP99 time.Duration
+	AgentCPU time.Duration
+	P50      time.Duration
+	P99      time.Duration
+	P999     time.Duration
+	Max      time.Duration
 	// MaxIsBound says Max is a histogram bucket bound (etcd's metrics), not
 	// the observed maximum.
 	MaxIsBound bool
@@ -50,14 +63,16 @@ type Row struct {
 type Ratios struct {
 	P99VsAlone, MaxVsAlone   float64
 	P99VsNaive, StageVsNaive float64
+	// SetupP99VsAlone is etcd's p99 during the setup phase against (a)'s.
+	SetupP99VsAlone float64
 }
 
 // Table is the rows of one run, in the order measured.
 type Table struct{ Rows []Row }
 
-func (t Table) find(disk, load, scenario string) (Row, bool) {
+func (t Table) find(disk, load, scenario string, rep int) (Row, bool) {
 	for _, r := range t.Rows {
-		if r.Disk == disk && r.Load == load && r.Scenario == scenario {
+		if r.Disk == disk && r.Load == load && r.Scenario == scenario && r.Rep == rep {
 			return r, true
 		}
 	}
@@ -71,20 +86,21 @@ func ratio(a, b time.Duration, ok bool) float64 {
 	return float64(a) / float64(b)
 }
 
-// Ratios compares r with (a) and (b) of its disk and load.
+// Ratios compares r with (a) and (b) of its disk, load and repetition.
 func (t Table) Ratios(r Row) Ratios {
-	a, okA := t.find(r.Disk, r.Load, ScenarioAlone)
-	b, okB := t.find(r.Disk, r.Load, ScenarioNaive)
+	a, okA := t.find(r.Disk, r.Load, ScenarioAlone, r.Rep)
+	b, okB := t.find(r.Disk, r.Load, ScenarioNaive, r.Rep)
 	return Ratios{
-		P99VsAlone:   ratio(r.P99, a.P99, okA),
-		MaxVsAlone:   ratio(r.Max, a.Max, okA),
-		P99VsNaive:   ratio(r.P99, b.P99, okB),
-		StageVsNaive: ratio(r.Staging, b.Staging, okB && r.Staging > 0),
+		P99VsAlone:      ratio(r.P99, a.P99, okA),
+		MaxVsAlone:      ratio(r.Max, a.Max, okA),
+		P99VsNaive:      ratio(r.P99, b.P99, okB),
+		StageVsNaive:    ratio(r.Staging, b.Staging, okB && r.Staging > 0),
+		SetupP99VsAlone: ratio(r.SetupP99, a.P99, okA && r.SetupP99 > 0),
 	}
 }
 
-var header = []string{"disk", "load", "scenario", "staging_s", "fdatasyncs", "per_s",
-	"p50_ms", "p99_ms", "p99.9_ms", "max_ms", "p99/a", "max/a", "p99/b", "staging/b"}
+var header = []string{"disk", "load", "scenario", "rep", "setup_s", "setup_p99_ms", "staging_s", "agent_cpu_s",
+	"fdatasyncs", "per_s", "asked_per_s", "p50_ms", "p99_ms", "p99.9_ms", "max_ms", "p99/a", "max/a", "p99/b", "staging/b"}
 
 func fmtMS(d time.Duration) string { return strconv.FormatFloat(d.Seconds()*1000, 'f', 2, 64) }
 
@@ -112,12 +128,25 @@ func (t Table) fields(r Row) []string {
 	if r.Rate > 0 {
 		rate = strconv.FormatFloat(r.Rate, 'f', 1, 64)
 	}
-	return []string{r.Disk, r.Load, r.Scenario, stage, strconv.FormatInt(r.N, 10), rate,
-		fmtMS(r.P50), fmtMS(r.P99), fmtMS(r.P999), max,
+	asked, setup, setupP99, cpu := "-", "-", "-", "-"
+	if r.Asked > 0 {
+		asked = strconv.FormatFloat(r.Asked, 'f', 0, 64)
+	}
+	if r.Setup > 0 {
+		setup = strconv.FormatFloat(r.Setup.Seconds(), 'f', 2, 64)
+	}
+	if r.SetupP99 > 0 {
+		setupP99 = fmtMS(r.SetupP99)
+	}
+	if r.AgentCPU > 0 {
+		cpu = strconv.FormatFloat(r.AgentCPU.Seconds(), 'f', 2, 64)
+	}
+	return []string{r.Disk, r.Load, r.Scenario, strconv.Itoa(r.Rep), setup, setupP99, stage, cpu,
+		strconv.FormatInt(r.N, 10), rate, asked, fmtMS(r.P50), fmtMS(r.P99), fmtMS(r.P999), max,
 		num(q.P99VsAlone), num(q.MaxVsAlone), num(q.P99VsNaive), num(q.StageVsNaive)}
 }
 
-// WriteText prints the table aligned for a terminal, then the targets.
+// WriteText prints the table aligned for a terminal.
 func (t Table) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, strings.Join(header, "\t")+"\t")
@@ -126,11 +155,6 @@ func (t Table) WriteText(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
-	}
-	for _, c := range t.Targets() {
-		if _, err := fmt.Fprintln(w, c); err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -148,38 +172,4 @@ func (t Table) WriteCSV(w io.Writer) error {
 	}
 	cw.Flush()
 	return cw.Error()
-}
-
-// Target is one of the issue's goals checked on one (d) row.
-type Target struct {
-	Row  Row
-	What string
-	Got  string
-	Met  bool
-}
-
-func (c Target) String() string {
-	verdict := "MISSED"
-	if c.Met {
-		verdict = "met"
-	}
-	return fmt.Sprintf("target %s/%s %s: %s (%s)", c.Row.Disk, c.Row.Load, c.What, verdict, c.Got)
-}
-
-// Targets checks the goals on every (d) row: p99 <= 1.3x (a), max <= 100 ms,
-// staging time <= 2x (b). They are reported, not asserted: the machine is
-// noisy and a missed target is a finding, not a test failure.
-func (t Table) Targets() []Target {
-	var out []Target
-	for _, r := range t.Rows {
-		if r.Scenario != ScenarioAgent {
-			continue
-		}
-		q := t.Ratios(r)
-		out = append(out,
-			Target{r, "p99 <= 1.3x alone", "x" + num(q.P99VsAlone), q.P99VsAlone <= 1.3},
-			Target{r, "max <= 100ms", fmtMS(r.Max) + "ms", r.Max <= 100*time.Millisecond},
-			Target{r, "staging <= 2x naive", "x" + num(q.StageVsNaive), q.StageVsNaive <= 2})
-	}
-	return out
 }

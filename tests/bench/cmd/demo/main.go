@@ -141,7 +141,11 @@ func run() error {
 	if err := table.WriteText(os.Stdout); err != nil {
 		return err
 	}
-	fmt.Println("\nThe staging-time target needs a naive staging to compare with: `make bench` measures it side by side.")
+	for _, c := range table.Targets() {
+		fmt.Println(c)
+	}
+	fmt.Println("\nOne run each: `make bench` repeats every scenario, interleaved, and reports medians with min-max.")
+	fmt.Println("The staging-time target needs a naive staging to compare with: `make bench` measures it side by side.")
 	return nil
 }
 

@@ -1,0 +1,85 @@
+package guard
+
+import (
+	"testing"
+	"time"
+)
+
+func TestStepRate(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	base := Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 4 * time.Millisecond, N: 100}}
+	wal := func(s float64, p99 time.Duration) Sample {
+		return Sample{At: at(s), Latency: map[string]Stat{SignalWALFsync: {P99: p99, Median: p99 / 2, N: 20}}, Stall: -1}
+	}
+	cfg := RateConfig{}
+	steady := RateState{Started: true, Rate: 10_000_000, LastRaise: at(0), LastCut: at(-60), CutFrom: 12_000_000}
+	cases := []struct {
+		name    string
+		st      RateState
+		in      RateInput
+		rate    uint64
+		reason  string
+		changed bool
+	}{
+		{"first step starts at Start and holds until ProbeEvery",
+			RateState{}, RateInput{Sample: wal(0, 5*time.Millisecond)}, 4_000_000, "calm", false},
+		{"slow start doubles while calm",
+			RateState{Started: true, SlowStart: true, Rate: 4_000_000, LastRaise: at(0)}, RateInput{Sample: wal(1, 5*time.Millisecond)}, 8_000_000, "calm: probing up (slow start)", true},
+		{"slow start doubles no further than twice what the disks wrote",
+			RateState{Started: true, SlowStart: true, Rate: 4_000_000, LastRaise: at(0)}, RateInput{Sample: wal(1, 5*time.Millisecond), Written: 3_000_000}, 6_000_000, "calm: probing up (slow start)", true},
+		{"over target (1.3 x 10ms) cuts by half and ends slow start",
+			RateState{Started: true, SlowStart: true, Rate: 8_000_000, LastRaise: at(0)}, RateInput{Sample: wal(1, 14*time.Millisecond)}, 4_000_000, "etcd over target: cutting", true},
+		{"at target is not congestion",
+			steady, RateInput{Sample: wal(1, 13*time.Millisecond)}, 10_250_000, "calm: probing up", true},
+		{"a second cut waits for the first to show",
+			RateState{Started: true, Rate: 4_000_000, LastCut: at(0), LastRaise: at(0)}, RateInput{Sample: wal(1, 50*time.Millisecond)}, 4_000_000, "congested, but the last cut has not shown yet", false},
+		{"after the cooldown it cuts again, not below Min",
+			RateState{Started: true, Rate: 1_500_000, LastCut: at(0), LastRaise: at(0)}, RateInput{Sample: wal(3, 50*time.Millisecond)}, 1_000_000, "etcd over target: cutting", true},
+		{"calm after a cut waits out the cooldown",
+			RateState{Started: true, Rate: 4_000_000, LastCut: at(0), LastRaise: at(0)}, RateInput{Sample: wal(1, 5*time.Millisecond)}, 4_000_000, "calm, waiting out the last cut", false},
+		{"near the last cut's rate it probes by Step (250 kB/s)",
+			steady, RateInput{Sample: wal(1, 5*time.Millisecond), Written: 10_000_000}, 10_250_000, "calm: probing up", true},
+		{"or by 2% when that is more",
+			RateState{Started: true, Rate: 20_000_000, LastRaise: at(0), LastCut: at(-60), CutFrom: 22_000_000}, RateInput{Sample: wal(1, 5*time.Millisecond)}, 20_400_000, "calm: probing up", true},
+		{"well below the last cut's rate it probes by an eighth",
+			RateState{Started: true, Rate: 4_000_000, LastRaise: at(0), LastCut: at(-60), CutFrom: 12_000_000}, RateInput{Sample: wal(1, 5*time.Millisecond)}, 4_500_000, "calm: probing up", true},
+		{"a cap the disks fell behind is not raised",
+			steady, RateInput{Sample: wal(1, 5*time.Millisecond), Written: 8_000_000}, 10_000_000, "calm, but the cap does not bind: holding", false},
+		{"a deep device queue holds the rate",
+			steady, RateInput{Sample: Sample{At: at(1), Stall: -1, QueueDepth: 20, Latency: map[string]Stat{SignalWALFsync: {P99: 5 * time.Millisecond, N: 20}}}}, 10_000_000, "calm, but the device queue is 20.0 deep: holding", false},
+		{"nothing observed: hold",
+			steady, RateInput{Sample: Sample{At: at(1), Stall: -1}}, 10_000_000, "no signal in the window: holding", false},
+		{"etcd silent: disk await does not decide (it counts the stager's own requests), the queue does",
+			RateState{Started: true, Rate: 10_000_000, LastRaise: at(0)},
+			RateInput{Sample: Sample{At: at(1), Stall: -1, QueueDepth: 3, Kernel: map[string]Stat{"disk_await/vdb": {P99: 400 * time.Millisecond, N: 50}}}}, 10_250_000, "calm: probing up", true},
+		{"etcd silent and a queue deeper than 8: cut",
+			RateState{Started: true, Rate: 10_000_000, LastRaise: at(0)},
+			RateInput{Sample: Sample{At: at(1), Stall: -1, QueueDepth: 20, Kernel: map[string]Stat{"disk_await/vdb": {P99: 4 * time.Millisecond, N: 50}}}}, 5_000_000, "device queue too deep: cutting", true},
+		{"etcd's stall share over its learned share + 0.1 cuts",
+			steady, RateInput{Sample: Sample{At: at(1), Stall: 0.35}, StallBase: 0.2}, 5_000_000, "etcd over target: cutting", true},
+		{"stall share within its learned share + 0.1 is calm",
+			steady, RateInput{Sample: Sample{At: at(1), Stall: 0.25}, StallBase: 0.2}, 10_250_000, "calm: probing up", true},
+		{"never above Max",
+			RateState{Started: true, SlowStart: true, Rate: 800_000_000, LastRaise: at(0)}, RateInput{Sample: wal(1, 5*time.Millisecond)}, 1_000_000_000, "calm: probing up (slow start)", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st, d := StepRate(cfg, base, c.st, c.in)
+			if d.Rate != c.rate || st.Rate != c.rate || d.Reason != c.reason || d.Changed != c.changed {
+				t.Errorf("got rate %d (state %d) %q changed=%v, want %d %q changed=%v", d.Rate, st.Rate, d.Reason, d.Changed, c.rate, c.reason, c.changed)
+			}
+		})
+	}
+}
+
+func TestRateConfigValidate(t *testing.T) {
+	for _, c := range []RateConfig{{Min: 5, Max: 4}, {Backoff: 1}, {Target: 1}, {Headroom: 0.5}} {
+		if c.Validate() == nil {
+			t.Errorf("%+v: want an error", c)
+		}
+	}
+	if err := (RateConfig{}).Validate(); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+}

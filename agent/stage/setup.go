@@ -1,0 +1,168 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/systemd"
+)
+
+// setup opens the window: the disks' scheduler and queues, the policy on
+// the daemon, etcd's latency target, per-object fsync. It is its own
+// phase, each step logged with its duration, because opening the window
+// is where etcd stalled before a byte was staged (the demo's 300-700 ms
+// puts around the scheduler switch and the daemon restart). It returns the
+// policy the staging unit gets.
+func (s *Stager) setup(ctx context.Context, j *journal, disks []string, guarded bool) (systemd.Policy, error) {
+	policy := s.o.Policy
+	step := func(name string, f func() error) error {
+		t := time.Now()
+		err := f()
+		s.log.Info("staging setup step", "step", name, "seconds", round3(time.Since(t).Seconds()), "ok", err == nil)
+		return err
+	}
+	if s.o.Scheduler != "" || s.o.NrRequests > 0 || s.o.MaxSectorsKB > 0 {
+		if len(disks) == 0 {
+			return policy, errors.New("a scheduler or queue setting is configured but no paths to find the disks")
+		}
+		j.Scheduler = true
+		if err := s.saveJournal(j); err != nil {
+			return policy, err
+		}
+		// iosched writes the scheduler only where it differs: a disk
+		// already on it is not drained and frozen again.
+		if err := step("scheduler", func() error { return s.sched.Apply(ctx, disks) }); err != nil {
+			return policy, err
+		}
+	}
+	rate := s.o.WriteBandwidthMax
+	if s.o.WriteRateAuto {
+		rate = s.o.WriteRate.WithDefaults().Start
+		if !guarded {
+			s.log.Warn("write rate \"auto\" without the latency guard: staying at the start rate", "write_rate_mbps", float64(rate)/1e6)
+		}
+	}
+	if rate > 0 {
+		for _, d := range disks {
+			policy.IOWriteBandwidthMax = append(policy.IOWriteBandwidthMax, systemd.DeviceValue{Path: "/dev/" + d, Value: rate})
+		}
+	}
+	if s.o.DaemonUnit != "" {
+		if err := step("daemon policy", func() error { return s.applyDaemonPolicy(ctx, j, policy) }); err != nil {
+			return policy, err
+		}
+		if s.o.WriteRateAuto && guarded && len(disks) > 0 && !s.journaled(j, s.o.DaemonUnit, "IOWriteBandwidthMax") {
+			// The daemon was not running: its next start takes the drop-in's
+			// rate, and the controller's changes must be undone too.
+			if err := s.setRuntime(ctx, j, s.o.DaemonUnit, systemd.DeviceProperty("IOWriteBandwidthMax", policy.IOWriteBandwidthMax)); err != nil {
+				s.log.Warn("the daemon's write rate will not follow the controller", "systemd_unit", s.o.DaemonUnit, "err", err)
+			}
+		}
+	}
+	if s.o.EtcdUnit != "" && s.o.EtcdLatencyTarget > 0 && len(disks) > 0 {
+		var tgt []systemd.DeviceValue
+		for _, d := range disks {
+			tgt = append(tgt, systemd.DeviceValue{Path: "/dev/" + d, Value: uint64(s.o.EtcdLatencyTarget / time.Microsecond)})
+		}
+		if err := step("etcd latency target", func() error {
+			return s.setRuntime(ctx, j, s.o.EtcdUnit, systemd.DeviceProperty("IODeviceLatencyTargetUSec", tgt))
+		}); err != nil {
+			// A knob of its own: staging does not depend on it.
+			s.log.Warn("staging without an I/O latency target on etcd's unit", "systemd_unit", s.o.EtcdUnit, "err", err)
+		}
+	}
+	if s.o.PerObjectFsync {
+		if err := step("per-object fsync", func() error { return s.setFsync(ctx, j) }); err != nil {
+			return policy, err
+		}
+	}
+	return policy, nil
+}
+
+// journaled says whether the journal records the unit's property, i.e.
+// whether undo sets it back.
+func (s *Stager) journaled(j *journal, unit, name string) bool {
+	for _, rc := range j.Runtime {
+		if rc.Unit != unit {
+			continue
+		}
+		for _, p := range rc.Old {
+			if p.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// setWriteRate is the rate controller's output: the write cap on the
+// staging disks for the staging unit and the daemon. The daemon's is set
+// through systemd (its old value is in the journal since setup, so undo
+// sets it back). The staging unit's goes straight into its cgroup's io.max:
+// systemd keeps runtime properties in control files that outlive a
+// transient unit and would apply to the next staging unit of that name.
+func (s *Stager) setWriteRate(ctx context.Context, disks []string, rate uint64) error {
+	var errs []error
+	if err := s.writeCgroup(ctx, s.o.StagingUnit, "io.max", ioMaxLines(s.o.SysRoot, disks, rate)); err != nil {
+		errs = append(errs, err)
+	}
+	if s.o.DaemonUnit != "" {
+		vals := make([]systemd.DeviceValue, len(disks))
+		for i, d := range disks {
+			vals[i] = systemd.DeviceValue{Path: "/dev/" + d, Value: rate}
+		}
+		if err := s.d.Systemd.SetRuntime(ctx, s.o.DaemonUnit, systemd.DeviceProperty("IOWriteBandwidthMax", vals)); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.o.DaemonUnit, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ioMaxLines are io.max lines capping writes on each disk ("MAJ:MIN
+// wbps=N"); a disk whose number cannot be read is skipped with its error.
+func ioMaxLines(sysRoot string, disks []string, rate uint64) func() ([]string, error) {
+	return func() ([]string, error) {
+		if sysRoot == "" {
+			sysRoot = "/sys"
+		}
+		var lines []string
+		var errs []error
+		for _, d := range disks {
+			b, err := os.ReadFile(filepath.Join(sysRoot, "block", d, "dev"))
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("%s wbps=%d", strings.TrimSpace(string(b)), rate))
+		}
+		return lines, errors.Join(errs...)
+	}
+}
+
+// writeCgroup writes lines, one write each (the kernel takes one
+// setting per write), to a file in a running unit's cgroup.
+func (s *Stager) writeCgroup(ctx context.Context, unit, file string, lines func() ([]string, error)) error {
+	st, err := s.d.Systemd.Status(ctx, unit)
+	if err != nil {
+		return err
+	}
+	if st.ControlGroup == "" {
+		return nil // not running (any more): nothing to pace
+	}
+	l, lerr := lines()
+	path := filepath.Join(cgroupDir(s.o.SysRoot, st.ControlGroup), file)
+	for _, line := range l {
+		if err := os.WriteFile(path, []byte(line), 0); err != nil {
+			return errors.Join(lerr, fmt.Errorf("%s: writing %q: %w", unit, line, err))
+		}
+	}
+	return lerr
+}
+
+func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
