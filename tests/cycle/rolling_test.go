@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -290,6 +291,13 @@ func rollingUpdate(t *testing.T, crash bool) {
 	kills := map[state.Phase]int{}
 	nkills := 0
 	nextKill := time.Now().Add(killDelay(rng))
+	// The next kill waits for the last victim to make progress (its record
+	// changes), so kills keep pace with the rollout whatever the machine's
+	// speed: a fast idle run is crashed as often as a slow loaded one.
+	var restarted *node
+	var restartedRec state.State
+	var restartedAt time.Time
+	killedIn := map[string]bool{} // node/phase
 	for !r.finished() {
 		if time.Now().After(deadline) {
 			for _, n := range r.nodes {
@@ -311,13 +319,33 @@ func rollingUpdate(t *testing.T, crash bool) {
 			}
 			r.reboot(n)
 		}
-		if crash && time.Now().After(nextKill) {
-			n := r.victim(rng)
-			kills[r.record(n).Phase]++
+		if restarted != nil {
+			if !reflect.DeepEqual(r.record(restarted), restartedRec) || time.Since(restartedAt) > time.Second {
+				restarted = nil
+				nextKill = time.Now().Add(killDelay(rng))
+			}
+		}
+		// Besides the random kills, each node is killed once in each phase
+		// where a crash matters, whatever the timing.
+		for _, n := range r.nodes {
+			ph := r.record(n).Phase
+			if !crash || !slices.Contains(crashPhases, ph) || killedIn[n.name+"/"+string(ph)] {
+				continue
+			}
+			killedIn[n.name+"/"+string(ph)] = true
+			kills[ph]++
 			nkills++
 			r.kill(n)
 			r.start(n)
-			nextKill = time.Now().Add(killDelay(rng))
+		}
+		if crash && restarted == nil && nkills < maxKills && time.Now().After(nextKill) {
+			n := r.victim(rng)
+			restartedRec = r.record(n)
+			kills[restartedRec.Phase]++
+			nkills++
+			r.kill(n)
+			r.start(n)
+			restarted, restartedAt = n, time.Now()
 		}
 		if l := c.LeaderIndex(); l >= 0 && l != leaders[len(leaders)-1] {
 			leaders = append(leaders, l)
@@ -375,9 +403,17 @@ func rollingUpdate(t *testing.T, crash bool) {
 	t.Logf("reboot order %v (first leader %s), leaders %v, %d SIGKILLs by phase %v", r.reboots, r.nodes[firstLeader].name, leaders, nkills, phases)
 }
 
-// killDelay spaces the kills: 50-700 ms, so they land anywhere in a step.
+// crashPhases are the phases in which every node is killed once.
+var crashPhases = []state.Phase{state.Staging, state.WaitingSlot, state.HoldingSlot, state.Verifying}
+
+// maxKills bounds the crashes of one rollout: each kill mid-staging costs
+// the node a failed attempt (the killed transaction is still running).
+const maxKills = 12
+
+// killDelay spaces the kills once the last victim made progress: 20-300 ms,
+// so they land anywhere in a step.
 func killDelay(rng *rand.Rand) time.Duration {
-	return 50*time.Millisecond + time.Duration(rng.Int64N(int64(650*time.Millisecond)))
+	return 20*time.Millisecond + time.Duration(rng.Int64N(int64(280*time.Millisecond)))
 }
 
 // victim picks the node to kill: half the time the one between acquire and
