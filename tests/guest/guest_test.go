@@ -87,7 +87,7 @@ func TestQemuArgs(t *testing.T) {
 	if b, d := strings.Index(joined, "id=vboot"), strings.Index(joined, "id="+dataDiskID); b < d {
 		t.Errorf("/boot's disk before the data disk (would not be vdc): %s", joined)
 	}
-	if !strings.Contains(joined, "-action reboot=shutdown,shutdown=pause") {
+	if !strings.Contains(joined, "-action reboot=shutdown") {
 		t.Errorf("no reboot action: %s", joined)
 	}
 }

@@ -59,7 +59,7 @@ type qemuConfig struct {
 	rootOverlay, dataDisk string
 	// bootDisk (ostree guest): /boot's own raw disk. cmdline: the kernel
 	// command line, default kernelCmdline. exitOnReboot makes a guest
-	// reboot end qemu (and a poweroff pause it), so the launcher can boot
+	// reboot end qemu, so the launcher can boot
 	// the default entry next, as a bootloader would.
 	bootDisk, cmdline      string
 	exitOnReboot           bool
@@ -104,7 +104,7 @@ func qemuArgs(c qemuConfig) []string {
 			"-device", "virtio-blk-pci,drive=boot,id=vboot,serial=boot")
 	}
 	if c.exitOnReboot {
-		args = append(args, "-action", "reboot=shutdown,shutdown=pause")
+		args = append(args, "-action", "reboot=shutdown")
 	}
 	if c.accel == "kvm" {
 		return append(args, "-accel", "kvm", "-cpu", "host")
@@ -162,7 +162,8 @@ func (g *Guest) startQEMU() error {
 
 // followReboots boots the guest again when qemu ends because the guest
 // rebooted (exit status 0 with exitOnReboot; a crash or a kill is not a
-// reboot), reading the default boot entry anew: a finalized deployment
+// reboot; a poweroff also exits 0 and boots again, tests never power
+// off), reading the default boot entry anew: a finalized deployment
 // boots, as it would behind a bootloader. The ssh port stays the same.
 func (g *Guest) followReboots(p *process) {
 	<-p.done
