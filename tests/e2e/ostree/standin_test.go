@@ -25,9 +25,9 @@ const (
 )
 
 func moduleRoot(t *testing.T) string {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	out, err := exec.Command("go", "env", "GOMOD").CombinedOutput()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("go env GOMOD: %v: %s", err, out)
 	}
 	return filepath.Dir(strings.TrimSpace(string(out)))
 }
@@ -57,6 +57,7 @@ func installStandin(t *testing.T, g *guest.Guest) {
 	if err := os.WriteFile(filepath.Join(dir, "rpm-ostreed.service"), unit, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	base := bootedCommit(t, g)
 	g.MustRun(t, "rm -rf /root/standin")
 	if err := g.CopyIn(ctx, dir, "/root/standin"); err != nil {
 		t.Fatal(err)
@@ -68,7 +69,9 @@ func installStandin(t *testing.T, g *guest.Guest) {
 		// bare: an archive repo would recompress the whole base tree,
 		// minutes under TCG.
 		"ostree init --repo=" + updates + " --mode=bare",
-		"ostree pull-local --repo=" + updates + " /ostree/repo " + bootedCommit(t, g),
+		"ostree pull-local --repo=" + updates + " /ostree/repo " + base,
+		// Generation 0 is what booted.
+		"ostree refs --repo=" + updates + " --create=os/stable " + base,
 		"systemctl daemon-reload",
 	}, "\n"))
 }
