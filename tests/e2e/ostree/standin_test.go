@@ -70,8 +70,10 @@ func installStandin(t *testing.T, g *guest.Guest) {
 		// minutes under TCG.
 		"ostree init --repo=" + updates + " --mode=bare",
 		"ostree pull-local --repo=" + updates + " /ostree/repo " + base,
-		// Generation 0 is what booted.
-		"ostree refs --repo=" + updates + " --create=os/stable " + base,
+		// Generation 0: the booted tree on os/stable (a commit of its own:
+		// the booted one is bound to its build ref, pull refuses it as
+		// os/stable).
+		"ostree commit --repo=" + updates + " -b os/stable --tree=ref=" + base + " --add-metadata-string=version=gen-0 -s gen-0",
 		"systemctl daemon-reload",
 	}, "\n"))
 }
