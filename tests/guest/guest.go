@@ -60,6 +60,11 @@ type Options struct {
 	BootTimeout time.Duration
 	// Log receives progress lines; default os.Stderr.
 	Log io.Writer
+	// Ostree boots the ostree-booted image (build-ostree-image.sh) instead:
+	// the root is a deployment with /usr read-only, /boot is a disk of its
+	// own, and every reboot (planned or not) boots the default boot entry,
+	// as a bootloader would, so a finalized deployment is what boots next.
+	Ostree bool
 	// KeepDir keeps the guest's working directory (console log, disks) after
 	// Stop; also set by UA_GUEST_KEEP=1.
 	KeepDir bool
@@ -101,7 +106,11 @@ type Guest struct {
 	accel string
 	port  int
 
-	qemu *process // nil before the first start
+	procMu     sync.Mutex
+	qemu       *process // nil before the first start
+	restarting bool     // between two boots of an ostree guest
+	restartErr error    // why the last boot after a reboot failed
+	stopping   bool
 
 	sshMu  sync.Mutex
 	master *process // ssh ControlMaster, nil while none runs
@@ -115,7 +124,7 @@ type Guest struct {
 func Start(ctx context.Context, opts Options) (*Guest, error) {
 	opts = opts.withDefaults()
 	cleanStaleDirs(opts.Log)
-	img, err := ensureImage(ctx, opts.Log)
+	img, err := ensureImage(ctx, opts.Log, opts.Ostree)
 	if err != nil {
 		return nil, err
 	}
@@ -147,6 +156,16 @@ func (g *Guest) makeDisks(ctx context.Context) error {
 	overlay := filepath.Join(g.dir, "root.qcow2")
 	if err := runHost(ctx, "qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", g.img.root, overlay); err != nil {
 		return fmt.Errorf("making the root overlay: %w", err)
+	}
+	if g.opts.Ostree {
+		// A private copy: the guest writes boot entries to it, and the
+		// launcher reads them between boots.
+		if err := runHost(ctx, "cp", "--sparse=always", g.img.boot, g.bootDisk()); err != nil {
+			return fmt.Errorf("copying /boot's disk: %w", err)
+		}
+		if err := os.Chmod(g.bootDisk(), 0o644); err != nil {
+			return err
+		}
 	}
 	data := filepath.Join(g.dir, "data.raw")
 	f, err := os.Create(data)
@@ -206,12 +225,28 @@ func (g *Guest) boot(ctx context.Context) error {
 func (g *Guest) Stop() {
 	g.stopOnce.Do(func() {
 		g.stopMaster()
-		if g.qemu != nil {
-			_ = g.qemu.cmd.Process.Kill()
+		g.procMu.Lock()
+		g.stopping = true
+		g.procMu.Unlock()
+		// A boot after a reboot may be starting qemu: it sees stopping and
+		// kills what it started; wait for it before taking the current one.
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			g.procMu.Lock()
+			r := g.restarting
+			g.procMu.Unlock()
+			if !r {
+				break
+			}
+		}
+		g.procMu.Lock()
+		p := g.qemu
+		g.procMu.Unlock()
+		if p != nil {
+			_ = p.cmd.Process.Kill()
 			select {
-			case <-g.qemu.done:
+			case <-p.done:
 			case <-time.After(30 * time.Second):
-				fmt.Fprintf(g.opts.Log, "guest: qemu pid %d did not exit after SIGKILL\n", g.qemu.cmd.Process.Pid)
+				fmt.Fprintf(g.opts.Log, "guest: qemu pid %d did not exit after SIGKILL\n", p.cmd.Process.Pid)
 			}
 		}
 		if g.opts.KeepDir {
@@ -233,6 +268,8 @@ func (g *Guest) SSHPort() int { return g.port }
 
 // ConsoleTail returns the last n lines of the serial console.
 func (g *Guest) ConsoleTail(n int) string { return g.consoleTail(n) }
+
+func (g *Guest) bootDisk() string { return filepath.Join(g.dir, "boot.raw") }
 
 func (g *Guest) consolePath() string { return filepath.Join(g.dir, "console.log") }
 

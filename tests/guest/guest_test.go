@@ -67,9 +67,28 @@ func TestQemuArgs(t *testing.T) {
 	if slices.Contains(args, "host") {
 		t.Errorf("TCG must not use -cpu host: %s", joined)
 	}
+	if strings.Contains(joined, "vboot") || strings.Contains(joined, "-action") {
+		t.Errorf("plain guest has an ostree /boot disk or reboot action: %s", joined)
+	}
 	c.accel = "kvm"
 	if j := strings.Join(qemuArgs(c), " "); !strings.Contains(j, "-accel kvm -cpu host") {
 		t.Errorf("kvm args: %s", j)
+	}
+
+	// The ostree guest: the entry's command line, /boot as vdc (after the
+	// data disk), and a reboot ends qemu so the launcher boots the new
+	// default entry.
+	c.bootDisk, c.cmdline, c.exitOnReboot = "/g/boot.raw", "root=/dev/vda ostree=/ostree/boot.1/debian/abc/0", true
+	args = qemuArgs(c)
+	joined = strings.Join(args, " ")
+	if i := slices.Index(args, "-append"); args[i+1] != c.cmdline {
+		t.Errorf("-append %q, want the entry's options", args[i+1])
+	}
+	if b, d := strings.Index(joined, "id=vboot"), strings.Index(joined, "id="+dataDiskID); b < d {
+		t.Errorf("/boot's disk before the data disk (would not be vdc): %s", joined)
+	}
+	if !strings.Contains(joined, "-action reboot=shutdown") {
+		t.Errorf("no reboot action: %s", joined)
 	}
 }
 

@@ -1,9 +1,7 @@
 package guest
 
 import (
-	"bytes"
 	"context"
-	_ "embed"
 	"fmt"
 	"io"
 	"net"
@@ -16,57 +14,6 @@ import (
 	"syscall"
 	"time"
 )
-
-//go:embed build-image.sh
-var buildScript []byte
-
-//go:embed packages.txt
-var packageList []byte
-
-// image is a built guest image in the cache.
-type image struct {
-	dir, kernel, initrd, root, key, knownHosts string
-}
-
-// ensureImage runs build-image.sh, which reuses the cached image when its
-// inputs did not change. The script is embedded so the helper does not
-// depend on the test's working directory.
-func ensureImage(ctx context.Context, log io.Writer) (image, error) {
-	tmp, err := os.MkdirTemp("", "ua-guest-build-")
-	if err != nil {
-		return image{}, err
-	}
-	defer os.RemoveAll(tmp)
-	script := filepath.Join(tmp, "build-image.sh")
-	if err := os.WriteFile(script, buildScript, 0o755); err != nil {
-		return image{}, err
-	}
-	if err := os.WriteFile(filepath.Join(tmp, "packages.txt"), packageList, 0o644); err != nil {
-		return image{}, err
-	}
-	var stdout bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", script)
-	cmd.Stdout = &stdout
-	cmd.Stderr = log
-	if err := cmd.Run(); err != nil {
-		return image{}, fmt.Errorf("building the guest image (tests/guest/build-image.sh): %w", err)
-	}
-	dir := lastLine(stdout.String())
-	img := image{
-		dir:        dir,
-		kernel:     filepath.Join(dir, "vmlinuz"),
-		initrd:     filepath.Join(dir, "initrd.img"),
-		root:       filepath.Join(dir, "root.img"),
-		key:        filepath.Join(dir, "id_ed25519"),
-		knownHosts: filepath.Join(dir, "known_hosts"),
-	}
-	for _, p := range []string{img.kernel, img.initrd, img.root, img.key, img.knownHosts} {
-		if _, err := os.Stat(p); err != nil {
-			return image{}, fmt.Errorf("guest image %q is incomplete: %w", dir, err)
-		}
-	}
-	return img, nil
-}
 
 // chooseAccel picks KVM only when asked or when the CPU advertises hardware
 // virtualisation and /dev/kvm opens: a /dev/kvm without vmx/svm (a PVM
@@ -106,10 +53,16 @@ func accelFor(cpuinfo []byte, kvmOpens bool) string {
 // qemuConfig is everything qemuArgs needs; kept apart so the command line
 // can be checked without starting qemu.
 type qemuConfig struct {
-	accel                  string
-	cpus, memMiB, port     int
-	kernel, initrd         string
-	rootOverlay, dataDisk  string
+	accel                 string
+	cpus, memMiB, port    int
+	kernel, initrd        string
+	rootOverlay, dataDisk string
+	// bootDisk (ostree guest): /boot's own raw disk. cmdline: the kernel
+	// command line, default kernelCmdline. exitOnReboot makes a guest
+	// reboot end qemu, so the launcher can boot
+	// the default entry next, as a bootloader would.
+	bootDisk, cmdline      string
+	exitOnReboot           bool
 	dataIOPS, dataBPS      int64
 	dataCache              string
 	console, qmpSock, pidf string
@@ -121,12 +74,16 @@ const kernelCmdline = "console=ttyS0,115200 root=/dev/vda rw rootfstype=ext4 " +
 	"systemd.unified_cgroup_hierarchy=1 mitigations=off"
 
 func qemuArgs(c qemuConfig) []string {
+	cmdline := c.cmdline
+	if cmdline == "" {
+		cmdline = kernelCmdline
+	}
 	args := []string{
 		"-nodefaults", "-no-user-config", "-display", "none",
 		"-machine", "q35",
 		"-smp", strconv.Itoa(c.cpus), "-m", strconv.Itoa(c.memMiB),
 		"-chardev", "file,id=con,path=" + c.console, "-serial", "chardev:con",
-		"-kernel", c.kernel, "-initrd", c.initrd, "-append", kernelCmdline,
+		"-kernel", c.kernel, "-initrd", c.initrd, "-append", cmdline,
 		// Root: an overlay over the cached image; losing it on a host crash
 		// is fine, so host flushes are skipped.
 		"-drive", "file=" + c.rootOverlay + ",format=qcow2,if=none,id=root,cache=unsafe,discard=unmap",
@@ -140,6 +97,15 @@ func qemuArgs(c qemuConfig) []string {
 		"-qmp", "unix:" + c.qmpSock + ",server=on,wait=off",
 		"-pidfile", c.pidf,
 	}
+	if c.bootDisk != "" {
+		// After the data disk, so it is vdc in the guest.
+		args = append(args,
+			"-drive", "file="+c.bootDisk+",format=raw,if=none,id=boot,cache=writeback",
+			"-device", "virtio-blk-pci,drive=boot,id=vboot,serial=boot")
+	}
+	if c.exitOnReboot {
+		args = append(args, "-action", "reboot=shutdown")
+	}
 	if c.accel == "kvm" {
 		return append(args, "-accel", "kvm", "-cpu", "host")
 	}
@@ -149,18 +115,29 @@ func qemuArgs(c qemuConfig) []string {
 func (g *Guest) qmpPath() string { return filepath.Join(g.dir, "qmp.sock") }
 
 func (g *Guest) startQEMU() error {
-	args := qemuArgs(qemuConfig{
+	c := qemuConfig{
 		accel: g.accel, cpus: g.opts.CPUs, memMiB: g.opts.MemoryMiB, port: g.port,
 		kernel: g.img.kernel, initrd: g.img.initrd,
 		rootOverlay: filepath.Join(g.dir, "root.qcow2"), dataDisk: filepath.Join(g.dir, "data.raw"),
 		dataIOPS: g.opts.DataDiskIOPS, dataBPS: g.opts.DataDiskBPS, dataCache: g.opts.DataDiskCache,
 		console: g.consolePath(), qmpSock: g.qmpPath(), pidf: filepath.Join(g.dir, "qemu.pid"),
-	})
+	}
+	if g.opts.Ostree {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		e, kernel, initrd, err := readDefaultEntry(ctx, g.bootDisk(), g.dir)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("reading the default boot entry: %w", err)
+		}
+		fmt.Fprintf(g.opts.Log, "guest: booting entry %s (%s)\n", e.name, e.options)
+		c.kernel, c.initrd, c.cmdline = kernel, initrd, e.options
+		c.bootDisk, c.exitOnReboot = g.bootDisk(), true
+	}
 	logf, err := os.Create(filepath.Join(g.dir, "qemu.log"))
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("qemu-system-x86_64", args...)
+	cmd := exec.Command("qemu-system-x86_64", qemuArgs(c)...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	p, err := startProcess(cmd)
@@ -168,11 +145,52 @@ func (g *Guest) startQEMU() error {
 	if err != nil {
 		return fmt.Errorf("starting qemu: %w", err)
 	}
+	g.procMu.Lock()
+	if g.stopping {
+		g.procMu.Unlock()
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("starting qemu: the guest is stopping")
+	}
 	g.qemu = p
+	g.procMu.Unlock()
+	if c.exitOnReboot {
+		go g.followReboots(p)
+	}
 	return nil
 }
 
+// followReboots boots the guest again when qemu ends because the guest
+// rebooted (exit status 0 with exitOnReboot; a crash or a kill is not a
+// reboot; a poweroff also exits 0 and boots again, tests never power
+// off), reading the default boot entry anew: a finalized deployment
+// boots, as it would behind a bootloader. The ssh port stays the same.
+func (g *Guest) followReboots(p *process) {
+	<-p.done
+	g.procMu.Lock()
+	if g.stopping || g.qemu != p || p.err != nil {
+		g.procMu.Unlock()
+		return
+	}
+	g.restarting = true
+	g.procMu.Unlock()
+	err := g.startQEMU()
+	g.procMu.Lock()
+	g.restarting = false
+	g.restartErr = err
+	g.procMu.Unlock()
+	if err != nil {
+		fmt.Fprintf(g.opts.Log, "guest: booting after a reboot: %v\n", err)
+	}
+}
+
+// exited reports whether qemu is gone for good (not between two boots).
 func (g *Guest) exited() bool {
+	g.procMu.Lock()
+	defer g.procMu.Unlock()
+	if g.restarting {
+		return false
+	}
 	if g.qemu == nil {
 		return true
 	}
@@ -186,8 +204,13 @@ func (g *Guest) exited() bool {
 
 // qemuExit describes how qemu ended; call only once exited() is true.
 func (g *Guest) qemuExit() string {
+	g.procMu.Lock()
+	defer g.procMu.Unlock()
 	if g.qemu == nil {
 		return "not started"
+	}
+	if g.restartErr != nil {
+		return fmt.Sprintf("%v; booting again after a reboot: %v", g.qemu.err, g.restartErr)
 	}
 	return fmt.Sprint(g.qemu.err)
 }

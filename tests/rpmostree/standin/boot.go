@@ -24,6 +24,9 @@ type InitOptions struct {
 // Init creates the host repo, adds the remote, pulls Ref and deploys it as
 // the booted deployment.
 func Init(ctx context.Context, cfg Config, o InitOptions, log *slog.Logger) error {
+	if cfg.RealSysroot {
+		return initSysroot(ctx, cfg, o, log)
+	}
 	if _, err := os.Stat(cfg.deploymentsFile()); err == nil {
 		return fmt.Errorf("%s exists: sysroot already initialized", cfg.deploymentsFile())
 	}
@@ -75,6 +78,10 @@ func Init(ctx context.Context, cfg Config, o InitOptions, log *slog.Logger) erro
 // deployment becomes the one booted next, the old booted one the rollback.
 // A locked one stays put and dies with /run.
 func FinalizeStaged(cfg Config, log *slog.Logger) error {
+	if cfg.RealSysroot {
+		log.Info("real ostree sysroot: ostree-finalize-staged.service finalizes, nothing to do")
+		return nil
+	}
 	staged, err := cfg.loadStaged()
 	if err != nil {
 		return err
@@ -107,4 +114,31 @@ func FinalizeStaged(cfg Config, log *slog.Logger) error {
 	}
 	log.Info("Finalized staged deployment", "id", staged.Deployment.ID(), "rollback", prevBooted.ID())
 	return nil
+}
+
+// initSysroot points the booted deployment of a real ostree sysroot at the
+// update remote: its origin becomes REMOTE:REF, so upgrades follow that
+// ref. What is booted stays as it is; the first upgrade stages REF's tip.
+func initSysroot(ctx context.Context, cfg Config, o InitOptions, log *slog.Logger) error {
+	if o.Remote == "" || o.URL == "" || o.Ref == "" {
+		return errors.New("init needs a remote, its URL and a ref")
+	}
+	ot := newOstree(cfg, oplog.Runner{Log: log})
+	fsync := "false"
+	if o.PerObjectFsync {
+		fsync = "true"
+	}
+	if _, err := ot.run(ctx, "configuring fsync", "config", "--repo="+sysrootRepo, "set", "core.per-object-fsync", fsync); err != nil {
+		return err
+	}
+	if _, err := ot.run(ctx, "setting the booted deployment's origin", "admin", "set-origin",
+		"--set=gpg-verify=false", o.Remote, o.URL, o.Ref); err != nil {
+		return err
+	}
+	src, err := ot.remotePath(ctx, sysrootRepo, o.Remote)
+	if err != nil {
+		return err
+	}
+	_, err = ot.pullRef(ctx, sysrootRepo, src, o.Remote, o.Ref)
+	return err
 }

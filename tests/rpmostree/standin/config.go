@@ -22,6 +22,11 @@ const (
 	EnvPullDelay  = "RPMOSTREE_STANDIN_TEST_PULL_DELAY"
 	EnvInhibitors = "RPMOSTREE_STANDIN_INHIBITORS_FILE"
 	EnvCallerUnit = "RPMOSTREE_STANDIN_CALLER_UNIT"
+	// EnvMode is "sysroot" (deployments are the booted ostree sysroot's) or
+	// "standin" (the stand-in's own records under SYSROOT); default
+	// sysroot when the kernel booted an ostree deployment (ostree= on
+	// /proc/cmdline), else standin.
+	EnvMode = "RPMOSTREE_STANDIN_MODE"
 )
 
 // Defaults: /run is a tmpfs on a real host, so the staged deployment and its
@@ -41,6 +46,8 @@ type Config struct {
 	// PullDelay makes every pull wait first (cancellable): a test-only
 	// throttle so a transaction can be cancelled mid-flight.
 	PullDelay time.Duration
+	// RealSysroot: deployments are the booted ostree sysroot's (EnvMode).
+	RealSysroot bool
 	// InhibitorsFile, when set, replaces logind's ListInhibitors with a JSON
 	// list of {"what","who","why","mode"} objects (tests without systemd).
 	InhibitorsFile string
@@ -54,6 +61,14 @@ func FromEnv() Config {
 		Ostree:         env(EnvOstree, "ostree"),
 		RebootCmd:      strings.Fields(env(EnvRebootCmd, "systemctl reboot")),
 		InhibitorsFile: os.Getenv(EnvInhibitors),
+	}
+	switch os.Getenv(EnvMode) {
+	case "sysroot":
+		c.RealSysroot = true
+	case "standin":
+	default:
+		cmdline, _ := os.ReadFile("/proc/cmdline")
+		c.RealSysroot = bootedOstree(string(cmdline))
 	}
 	c.Socket = env(EnvSocket, filepath.Join(c.RunDir, "daemon.sock"))
 	if d, err := time.ParseDuration(os.Getenv(EnvPullDelay)); err == nil {
@@ -83,4 +98,16 @@ func (c Config) deployDir(osname string) string {
 
 func (c Config) checkoutDir(d Dep) string {
 	return filepath.Join(c.deployDir(d.OSName), d.dirName())
+}
+
+// bootedOstree reports whether a kernel command line booted an ostree
+// deployment. /run/ostree-booted alone does not say so: tests make it on
+// plain hosts for the agent's own check.
+func bootedOstree(cmdline string) bool {
+	for _, f := range strings.Fields(cmdline) {
+		if strings.HasPrefix(f, "ostree=") {
+			return true
+		}
+	}
+	return false
 }

@@ -23,6 +23,7 @@ type Daemon struct {
 	log    *slog.Logger
 	ostree ostreeCLI
 	runner oplog.Runner
+	store  store
 
 	handlers sync.WaitGroup
 
@@ -37,34 +38,20 @@ type txn struct {
 	done                  chan struct{}
 }
 
-// NewDaemon loads the sysroot and discards what a reboot without
-// finalization left behind (the checkout of a staged deployment whose
-// record vanished with /run).
+// NewDaemon opens the deployments: the booted ostree sysroot in real mode,
+// else the stand-in's records.
 func NewDaemon(cfg Config, log *slog.Logger) (*Daemon, error) {
 	r := oplog.Runner{Log: log}
 	d := &Daemon{cfg: cfg, log: log, ostree: newOstree(cfg, r), runner: r}
-	deps, err := cfg.loadDeployments()
+	if cfg.RealSysroot {
+		d.store = newSysrootStore(d.ostree)
+		return d, nil
+	}
+	fs, err := newFileStore(cfg, d.ostree, log)
 	if err != nil {
 		return nil, err
 	}
-	staged, err := cfg.loadStaged()
-	if err != nil {
-		return nil, err
-	}
-	var sd *Dep
-	if staged != nil {
-		if _, err := os.Stat(cfg.checkoutDir(staged.Deployment)); err != nil {
-			log.Warn("staged deployment has no checkout; dropping it", "id", staged.Deployment.ID())
-			if err := os.Remove(cfg.stagedFile()); err != nil {
-				return nil, err
-			}
-		} else {
-			sd = &staged.Deployment
-		}
-	}
-	if err := cfg.removeOrphans(&deps.Booted, deps.Rollback, sd); err != nil {
-		return nil, fmt.Errorf("removing orphaned deployments: %w", err)
-	}
+	d.store = fs
 	return d, nil
 }
 

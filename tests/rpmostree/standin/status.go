@@ -1,6 +1,7 @@
 package standin
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -63,11 +64,7 @@ func toStatus(d Dep, booted, staged bool) statusDeployment {
 
 // status builds `status --json`: staged first, then booted, then rollback.
 func (d *Daemon) status() (json.RawMessage, error) {
-	deps, err := d.cfg.loadDeployments()
-	if err != nil {
-		return nil, err
-	}
-	staged, err := d.cfg.loadStaged()
+	deps, staged, err := d.store.load(context.Background())
 	if err != nil {
 		return nil, err
 	}

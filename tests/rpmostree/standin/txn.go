@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -25,7 +23,7 @@ func (d *Daemon) resolve(ctx context.Context, refspec, revision string) (target,
 	if err != nil {
 		return target{}, err
 	}
-	src, err := d.ostree.remotePath(ctx, d.cfg.repo(), remote)
+	src, err := d.ostree.remotePath(ctx, d.store.repo(), remote)
 	if err != nil {
 		return target{}, err
 	}
@@ -43,12 +41,8 @@ func (d *Daemon) resolve(ctx context.Context, refspec, revision string) (target,
 
 // current returns the deployment new ones are based on (rpm-ostree's merge
 // deployment: the staged one if any, else the booted one).
-func (d *Daemon) current() (Deployments, *Staged, Dep, error) {
-	deps, err := d.cfg.loadDeployments()
-	if err != nil {
-		return deps, nil, Dep{}, err
-	}
-	staged, err := d.cfg.loadStaged()
+func (d *Daemon) current(ctx context.Context) (Deployments, *Staged, Dep, error) {
+	deps, staged, err := d.store.load(ctx)
 	if err != nil {
 		return deps, nil, Dep{}, err
 	}
@@ -62,7 +56,7 @@ func (d *Daemon) current() (Deployments, *Staged, Dep, error) {
 // check is `upgrade --check`: is the origin's tip a different commit than
 // the booted one? It reads the remote without writing to the host.
 func (d *Daemon) check(ctx context.Context, _ Request, _ func(string, ...any)) (Event, error) {
-	deps, err := d.cfg.loadDeployments()
+	deps, _, err := d.store.load(ctx)
 	if err != nil {
 		return Event{}, err
 	}
@@ -101,7 +95,7 @@ func (d *Daemon) deploy(ctx context.Context, req Request, emit func(string, ...a
 // stage is upgrade, deploy and rebase: pull the target into the host repo,
 // check it out as a new deployment, record it as staged in the run dir.
 func (d *Daemon) stage(ctx context.Context, req Request, emit func(string, ...any)) (Event, error) {
-	deps, old, cur, err := d.current()
+	deps, old, cur, err := d.current(ctx)
 	if err != nil {
 		return Event{}, err
 	}
@@ -142,45 +136,21 @@ func (d *Daemon) stage(ctx context.Context, req Request, emit func(string, ...an
 	}
 	emit("Receiving objects for %s", t.csum)
 	if req.Revision != "" {
-		err = d.ostree.pullCommit(ctx, d.cfg.repo(), t.src, t.csum)
+		err = d.ostree.pullCommit(ctx, d.store.repo(), t.src, t.csum)
 	} else {
 		var got string
-		got, err = d.ostree.pullRef(ctx, d.cfg.repo(), t.src, t.remote, t.ref)
+		got, err = d.ostree.pullRef(ctx, d.store.repo(), t.src, t.remote, t.ref)
 		t.csum = got
 	}
 	if err != nil {
 		return Event{}, err
 	}
-	nd := Dep{OSName: cur.OSName, Checksum: t.csum, Origin: refspec, Version: version, Timestamp: ts}
-	var prev *Dep
-	if old != nil {
-		prev = &old.Deployment
-	}
-	nd.Serial = nextSerial(nd.Checksum, &deps.Booted, deps.Rollback)
-	dir := d.cfg.checkoutDir(nd)
-	if prev != nil && d.cfg.checkoutDir(*prev) == dir {
-		nd.Serial++ // never write over the checkout being replaced
-		dir = d.cfg.checkoutDir(nd)
-	}
-	tmp := filepath.Join(filepath.Dir(dir), ".tmp-"+filepath.Base(dir))
-	_ = removeTree(tmp)
-	userMode := d.ostree.isUserMode(ctx, d.cfg.repo())
-	if err := d.ostree.checkout(ctx, d.cfg.repo(), t.csum, tmp, userMode); err != nil {
-		_ = removeTree(tmp)
-		return Event{}, err
-	}
 	if err := ctx.Err(); err != nil {
-		_ = removeTree(tmp)
 		return Event{}, err
 	}
-	if err := os.Rename(tmp, dir); err != nil {
+	nd := Dep{OSName: cur.OSName, Checksum: t.csum, Origin: refspec, Version: version, Timestamp: ts}
+	if nd, err = d.store.stage(ctx, nd, deps, old, req.LockFinalization); err != nil {
 		return Event{}, err
-	}
-	if err := writeJSON(d.cfg.stagedFile(), Staged{Deployment: nd, Locked: req.LockFinalization}); err != nil {
-		return Event{}, err
-	}
-	if prev != nil {
-		_ = removeTree(d.cfg.checkoutDir(*prev))
 	}
 	emit("Staging deployment...done")
 	if req.LockFinalization {
@@ -193,7 +163,7 @@ func (d *Daemon) stage(ctx context.Context, req Request, emit func(string, ...an
 // finalize is `finalize-deployment`, with upstream's checks in upstream's
 // order: staged?, checksum, inhibitors, lock.
 func (d *Daemon) finalize(ctx context.Context, req Request, _ func(string, ...any)) (Event, error) {
-	staged, err := d.cfg.loadStaged()
+	_, staged, err := d.store.load(ctx)
 	if err != nil {
 		return Event{}, err
 	}
@@ -215,8 +185,7 @@ func (d *Daemon) finalize(ctx context.Context, req Request, _ func(string, ...an
 			return Event{}, errors.New("Staged deployment already unlocked")
 		}
 	} else {
-		staged.Locked = false
-		if err := writeJSON(d.cfg.stagedFile(), staged); err != nil {
+		if err := d.store.unlock(ctx, *staged); err != nil {
 			return Event{}, fmt.Errorf("Failed to unlock finalization of staged deployment: %w", err)
 		}
 	}
@@ -228,39 +197,24 @@ func (d *Daemon) finalize(ctx context.Context, req Request, _ func(string, ...an
 }
 
 // cleanup is `cleanup -p/-r`: drop the staged and/or rollback deployment.
-func (d *Daemon) cleanup(_ context.Context, req Request, emit func(string, ...any)) (Event, error) {
-	changed := false
-	if req.CleanupPending {
-		staged, err := d.cfg.loadStaged()
-		if err != nil {
-			return Event{}, err
-		}
-		if staged != nil {
-			if err := os.Remove(d.cfg.stagedFile()); err != nil {
-				return Event{}, err
-			}
-			if err := removeTree(d.cfg.checkoutDir(staged.Deployment)); err != nil {
-				return Event{}, err
-			}
-			d.log.Info("removed staged deployment", "id", staged.Deployment.ID())
-			changed = true
-		}
+func (d *Daemon) cleanup(ctx context.Context, req Request, emit func(string, ...any)) (Event, error) {
+	deps, staged, err := d.store.load(ctx)
+	if err != nil {
+		return Event{}, err
 	}
-	if req.CleanupRollback {
-		deps, err := d.cfg.loadDeployments()
-		if err != nil {
+	changed := false
+	if req.CleanupPending && staged != nil {
+		if err := d.store.dropStaged(ctx, *staged); err != nil {
 			return Event{}, err
 		}
-		if rb := deps.Rollback; rb != nil {
-			deps.Rollback = nil
-			if err := writeJSON(d.cfg.deploymentsFile(), deps); err != nil {
-				return Event{}, err
-			}
-			if err := removeTree(d.cfg.checkoutDir(*rb)); err != nil {
-				return Event{}, err
-			}
-			changed = true
+		d.log.Info("removed staged deployment", "id", staged.Deployment.ID())
+		changed = true
+	}
+	if req.CleanupRollback && deps.Rollback != nil {
+		if err := d.store.dropRollback(ctx, deps); err != nil {
+			return Event{}, err
 		}
+		changed = true
 	}
 	if !changed {
 		emit("Deployments unchanged.")

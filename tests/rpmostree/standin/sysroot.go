@@ -1,0 +1,197 @@
+package standin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Paths of the booted ostree sysroot (libostree's run state).
+const (
+	sysrootRepo   = "/ostree/repo"
+	stagedLocked  = "/run/ostree/staged-deployment-locked"
+	stagedRunFile = "/run/ostree/staged-deployment"
+)
+
+// sysrootStore is the booted ostree sysroot: staging is `ostree admin
+// deploy --stage`, the lock is libostree's own lock file (what rpm-ostree's
+// --lock-finalization writes), and ostree-finalize-staged.service finalizes
+// at shutdown. What is booted is what ostree says booted.
+type sysrootStore struct {
+	ostree  ostreeCLI
+	lockDir string // "/run/ostree" unless a test moves it
+}
+
+func newSysrootStore(ot ostreeCLI) *sysrootStore { return &sysrootStore{ostree: ot} }
+
+func (s *sysrootStore) repo() string { return sysrootRepo }
+
+// adminDep is one line group of `ostree admin status`.
+type adminDep struct {
+	osname, csum, origin, version string
+	serial                        int
+	booted, staged, rollback      bool
+}
+
+var adminDepLine = regexp.MustCompile(`^([* ]) (\S+) ([0-9a-f]{64})\.(\d+)(?: \((\w+)\))?`)
+
+// parseAdminStatus reads `ostree admin status` (libostree 2022.7 layout).
+func parseAdminStatus(out string) ([]adminDep, error) {
+	var deps []adminDep
+	for _, line := range strings.Split(out, "\n") {
+		if m := adminDepLine.FindStringSubmatch(line); m != nil {
+			n, _ := strconv.Atoi(m[4])
+			deps = append(deps, adminDep{osname: m[2], csum: m[3], serial: n, booted: m[1] == "*",
+				staged: m[5] == "staged", rollback: m[5] == "rollback"})
+			continue
+		}
+		if len(deps) == 0 {
+			continue
+		}
+		d := &deps[len(deps)-1]
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ": ")
+		switch {
+		case !ok:
+		case k == "origin refspec":
+			d.origin = v
+		case k == "Version":
+			d.version = v
+		}
+	}
+	for _, d := range deps {
+		if d.booted {
+			return deps, nil
+		}
+	}
+	return nil, fmt.Errorf("ostree admin status shows no booted deployment:\n%s", out)
+}
+
+func (s *sysrootStore) status(ctx context.Context) ([]adminDep, error) {
+	out, err := s.ostree.run(ctx, "reading the sysroot", "admin", "status")
+	if err != nil {
+		return nil, err
+	}
+	return parseAdminStatus(out)
+}
+
+func (s *sysrootStore) dep(ctx context.Context, a adminDep) (Dep, error) {
+	v, ts, err := s.ostree.commitInfo(ctx, sysrootRepo, a.csum)
+	if err != nil {
+		return Dep{}, err
+	}
+	if v == "" {
+		v = a.version
+	}
+	return Dep{OSName: a.osname, Checksum: a.csum, Serial: a.serial, Origin: a.origin, Version: v, Timestamp: ts}, nil
+}
+
+func (s *sysrootStore) lockFile() string {
+	if s.lockDir != "" {
+		return filepath.Join(s.lockDir, filepath.Base(stagedLocked))
+	}
+	return stagedLocked
+}
+
+func (s *sysrootStore) load(ctx context.Context) (Deployments, *Staged, error) {
+	all, err := s.status(ctx)
+	if err != nil {
+		return Deployments{}, nil, err
+	}
+	var deps Deployments
+	var staged *Staged
+	seenBooted := false
+	for _, a := range all {
+		d, err := s.dep(ctx, a)
+		if err != nil {
+			return deps, nil, err
+		}
+		switch {
+		case a.booted:
+			deps.Booted, seenBooted = d, true
+		case a.staged:
+			_, err := os.Stat(s.lockFile())
+			staged = &Staged{Deployment: d, Locked: err == nil}
+		case seenBooted && deps.Rollback == nil:
+			deps.Rollback = &d
+		}
+	}
+	return deps, staged, nil
+}
+
+// stage deploys nd.Checksum with nd.Origin as its origin. The lock file is
+// written before staging, as rpm-ostree does, so no shutdown can finalize
+// a deployment that was asked to be locked; staging unlocked leaves an
+// existing lock file alone, as upstream does.
+func (s *sysrootStore) stage(ctx context.Context, nd Dep, _ Deployments, _ *Staged, locked bool) (Dep, error) {
+	if locked {
+		if err := os.MkdirAll(filepath.Dir(s.lockFile()), 0o755); err != nil {
+			return nd, err
+		}
+		if err := os.WriteFile(s.lockFile(), nil, 0o640); err != nil {
+			return nd, fmt.Errorf("touch(%s): %w", s.lockFile(), err)
+		}
+	}
+	origin, err := os.CreateTemp("", "standin-origin-")
+	if err != nil {
+		return nd, err
+	}
+	defer os.Remove(origin.Name())
+	if _, err := fmt.Fprintf(origin, "[origin]\nrefspec=%s\n", nd.Origin); err != nil {
+		origin.Close()
+		return nd, err
+	}
+	if err := origin.Close(); err != nil {
+		return nd, err
+	}
+	if _, err := s.ostree.run(ctx, "staging "+nd.Checksum, "admin", "deploy", "--stage",
+		"--os="+nd.OSName, "--origin-file="+origin.Name(), nd.Checksum); err != nil {
+		return nd, err
+	}
+	_, staged, err := s.load(ctx)
+	if err != nil {
+		return nd, err
+	}
+	if staged == nil || staged.Deployment.Checksum != nd.Checksum {
+		return nd, fmt.Errorf("ostree admin deploy --stage %s: no such staged deployment afterwards", nd.Checksum)
+	}
+	return staged.Deployment, nil
+}
+
+func (s *sysrootStore) unlock(context.Context, Staged) error {
+	if err := os.Remove(s.lockFile()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("unlink(%s): %w", s.lockFile(), err)
+	}
+	return nil
+}
+
+// dropStaged forgets the staged deployment as a reboot without
+// finalization would (its run state goes) and lets ostree delete it.
+func (s *sysrootStore) dropStaged(ctx context.Context, _ Staged) error {
+	for _, p := range []string{stagedRunFile, s.lockFile()} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	_, err := s.ostree.run(ctx, "removing the staged deployment", "admin", "cleanup")
+	return err
+}
+
+func (s *sysrootStore) dropRollback(ctx context.Context, deps Deployments) error {
+	all, err := s.status(ctx)
+	if err != nil {
+		return err
+	}
+	for i, a := range all {
+		if a.csum == deps.Rollback.Checksum && a.serial == deps.Rollback.Serial && !a.booted && !a.staged {
+			_, err := s.ostree.run(ctx, "removing the rollback deployment", "admin", "undeploy", strconv.Itoa(i))
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,48 @@
+package standin
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// Output of libostree 2022.7's `ostree admin status` in the test guest.
+const adminStatusOut = `  debian 225f1197c2c44df6372827b909a3e3767261927a6d02dedf2b8bb201fdeedb45.0 (staged)
+    Version: update-1
+    origin refspec: fedora:os/stable
+* debian e2ccf3b756c0a8e69971ec21594360cbad859b966ebcc39dabc51db103fcc770.0
+    Version: base
+    origin refspec: debian/bookworm
+  debian 1111111111111111111111111111111111111111111111111111111111111111.1 (rollback)
+    origin refspec: fedora:os/stable
+`
+
+func TestParseAdminStatus(t *testing.T) {
+	got, err := parseAdminStatus(adminStatusOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []adminDep{
+		{osname: "debian", csum: "225f1197c2c44df6372827b909a3e3767261927a6d02dedf2b8bb201fdeedb45", origin: "fedora:os/stable", version: "update-1", staged: true},
+		{osname: "debian", csum: "e2ccf3b756c0a8e69971ec21594360cbad859b966ebcc39dabc51db103fcc770", origin: "debian/bookworm", version: "base", booted: true},
+		{osname: "debian", csum: strings.Repeat("1", 64), serial: 1, origin: "fedora:os/stable", rollback: true},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("parseAdminStatus =\n%+v\nwant\n%+v", got, want)
+	}
+	if _, err := parseAdminStatus("  debian " + strings.Repeat("2", 64) + ".0\n"); err == nil {
+		t.Error("status without a booted deployment parsed")
+	}
+}
+
+func TestBootedOstree(t *testing.T) {
+	for cmdline, want := range map[string]bool{
+		"root=/dev/vda rw ostree=/ostree/boot.1/debian/abc/0 quiet": true,
+		"root=/dev/vda rw quiet\n":                                  false,
+		"root=/dev/vda myostree=1":                                  false,
+	} {
+		if got := bootedOstree(cmdline); got != want {
+			t.Errorf("bootedOstree(%q) = %v", cmdline, got)
+		}
+	}
+}
