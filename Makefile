@@ -5,7 +5,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 BIN      := bin/update-agent
 PKGS     := ./...
 
-.PHONY: help build test lint check host-deps e2e bench bench-smoke demo rpm dist rpm-payload clean
+.PHONY: help build test lint check host-deps e2e e2e-ostree bench bench-smoke demo rpm dist rpm-payload clean
 
 help:
 	@echo "build  - build $(BIN)"
@@ -37,6 +37,7 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags bench $(PKGS)
 	$(GO) vet -tags e2e $(PKGS)
+	$(GO) vet -tags e2e_ostree ./tests/e2e/ostree/
 
 # e2e boots a Debian systemd guest under qemu (tests/guest; the image is
 # built once into ~/.cache/update-agent-guest, override with UA_GUEST_CACHE).
@@ -44,6 +45,12 @@ lint:
 e2e: host-deps
 	$(GO) vet -tags e2e ./tests/e2e/...
 	$(GO) test -tags e2e -count=1 -timeout 40m -p 1 -v ./tests/e2e/...
+
+# e2e-ostree: the ostree-booted guest (issue 19, not finished): its reboots
+# follow ostree's own boot entries. Not part of check until the agent's
+# cycle runs on it.
+e2e-ostree: host-deps
+	$(GO) test -tags e2e_ostree -count=1 -timeout 60m -p 1 -v ./tests/e2e/ostree/
 
 # bench: staging vs etcd latency in the qemu guest, rolling updates and the
 # lock at fleet scale (tests/bench). Not part of CI (bench-smoke is). On 2 idle cores the

@@ -1,4 +1,4 @@
-//go:build e2e
+//go:build e2e_ostree
 
 // Package ostree checks the ostree-booted test guest (guest.Options.Ostree):
 // it boots a real ostree deployment, and ostree's own staging, finalization
