@@ -16,8 +16,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -363,31 +366,59 @@ func (c *Cluster) Close() {
 	}
 }
 
-// freePorts returns n TCP ports that were free a moment ago. They are
-// drawn at random below the kernel's ephemeral range (32768 and up by
-// default): a port from bind(":0") can be handed out again at once as the
-// source port of some other test's outgoing connection before the member
-// binds it ("address already in use" when packages run in parallel).
+// freePorts returns n TCP ports reserved for this test. They are drawn at
+// random below the kernel's ephemeral range (32768 and up by default): a
+// port from bind(":0") can be handed out again at once as the source port
+// of some other test's outgoing connection. A port that is merely free a
+// moment ago is not enough either: test packages run in parallel
+// processes, and two of them once drew the same free port between one's
+// probe and its bind (CI: "etcd client proxy: bind: address already in
+// use"). So each port is also claimed with an exclusive flock on a file
+// named after it, held until the test ends; every process using etcdtest
+// skips ports another holds.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	var ls []net.Listener
+	dir := filepath.Join(os.TempDir(), "etcdtest-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		t.Fatalf("reserving ports: %v", err)
+	}
 	var ports []int
 	for tries := 0; len(ports) < n; tries++ {
 		if tries > 1000 {
 			t.Fatalf("finding %d free ports: none left in [%d, %d)", n, portLow, portHigh)
 		}
 		port := portLow + rand.IntN(portHigh-portLow)
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if slices.Contains(ports, port) {
+			continue
+		}
+		claim, err := claimPort(dir, port)
 		if err != nil {
 			continue
 		}
-		ls = append(ls, l)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			claim.Close()
+			continue
+		}
+		l.Close()
+		t.Cleanup(func() { claim.Close() })
 		ports = append(ports, port)
 	}
-	for _, l := range ls {
-		l.Close()
-	}
 	return ports
+}
+
+// claimPort takes the port's lock file without waiting; closing the file
+// gives it back (also when the process dies).
+func claimPort(dir string, port int) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 const portLow, portHigh = 20000, 32000
