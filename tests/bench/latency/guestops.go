@@ -129,9 +129,21 @@ func MBR(sectors uint64, etcdGiB uint64) ([]byte, error) {
 }
 
 // PrepareDisk splits the data disk into the sysroot's filesystem (at
-// DataDir) and etcd's own (at EtcdFSDir), both XFS, so a scenario can put
-// etcd beside the sysroot or on its own filesystem of the same disk.
-func PrepareDisk(ctx context.Context, g Guest) error {
+// DataDir) and etcd's own (at EtcdFSDir), both made with fs (xfs or ext4),
+// so a scenario can put etcd beside the sysroot or on its own filesystem of
+// the same disk.
+func PrepareDisk(ctx context.Context, g Guest, fs string) error {
+	var mkfs string
+	switch fs {
+	case "xfs":
+		mkfs = "mkfs.xfs -q -f "
+	case "ext4":
+		// Eager inode table and journal init (one joined -E: mke2fs keeps
+		// the last), so no ext4lazyinit I/O runs during measurements.
+		mkfs = "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "
+	default:
+		return fmt.Errorf("data disk filesystem %q: want xfs or ext4", fs)
+	}
 	// The image's fstab mounts the whole disk at DataDir: mask that mount
 	// for this boot, or systemd mounts it again on the udev events the
 	// repartitioning makes (seen: "BLKRRPART: Device or resource busy").
@@ -165,8 +177,8 @@ func PrepareDisk(ctx context.Context, g Guest) error {
 		// Retried: udev may still hold the disk open for a moment.
 		"(for i in $(seq 1 20); do udevadm settle; blockdev --rereadpt " + dataDev + " && exit 0; sleep 1; done; exit 1) 2>/dev/null || (udevadm settle; blockdev --rereadpt " + dataDev + ")",
 		"udevadm settle",
-		"mkfs.xfs -q -f " + dataDev + "1",
-		"mkfs.xfs -q -f " + dataDev + "2",
+		mkfs + dataDev + "1",
+		mkfs + dataDev + "2",
 		"mkdir -p " + DataDir + " " + EtcdFSDir,
 		"mount " + dataDev + "1 " + DataDir,
 		"mount " + dataDev + "2 " + EtcdFSDir,
@@ -341,6 +353,23 @@ func Stage(ctx context.Context, g Guest, s Scenario) (Window, error) {
 			return Window{}, err
 		}
 		return w, nil
+	case CPUBurn:
+		var props []string
+		for _, p := range strings.Split(s.Burn, "\n") {
+			props = append(props, "-p "+q(p))
+		}
+		n, err := sh(ctx, g, "nproc")
+		if err != nil {
+			return Window{}, err
+		}
+		// One sha256sum of /dev/zero per CPU: all CPU, no I/O. ($$ is a $
+		// to systemd, which expands the command line.)
+		out, err := sh(ctx, g, fmt.Sprintf(`t0=$(date +%%s%%N); systemd-run -q --wait --collect --unit=bench-burn %s -- /bin/sh -c 'for i in $$(seq 1 %s); do timeout %d sha256sum /dev/zero & done; wait' >/dev/null 2>&1; echo $t0 $(date +%%s%%N)`,
+			strings.Join(props, " "), strings.TrimSpace(n), int(BurnFor.Seconds())))
+		if err != nil {
+			return Window{}, fmt.Errorf("burning CPU: %w", err)
+		}
+		return parseWindow(out)
 	}
 	return Window{}, fmt.Errorf("scenario %s stages nothing", s.ID)
 }

@@ -46,31 +46,45 @@ func TestStagingLatency(t *testing.T) {
 		plan.UpdateSize, plan.UpdateFile = size, FilesFor(size)
 	}
 	if only := os.Getenv("BENCH_SCENARIOS"); only != "" {
+		sweep := Sweep()
 		if quick {
 			// Pick from the whole sweep, at the quick plan's size and disk,
 			// under the fixed-rate load on the shared filesystem only.
-			full := MakePlan(false)
 			for _, d := range plan.Disks {
 				plan.Scenarios[d.Name] = nil
-				for _, s := range full.Scenarios[d.Name] {
+				for _, s := range sweep.Scenarios[d.Name] {
 					if !s.FioUnlimited && !s.SplitFS {
 						plan.Scenarios[d.Name] = append(plan.Scenarios[d.Name], s)
 					}
 				}
 			}
+		} else {
+			sweep.UpdateSize, sweep.UpdateFile = plan.UpdateSize, plan.UpdateFile
+			plan = sweep
 		}
 		plan = plan.Only(strings.Split(only, ","))
 	}
-	if disks := os.Getenv("BENCH_DISKS"); disks != "" {
-		keep := strings.Split(disks, ",")
+	// BENCH_DISKS picks disks by name, with or without the filesystem
+	// ("500iops-20MBs", "ext4-500iops-20MBs"); BENCH_FS by filesystem.
+	for _, f := range []struct {
+		env  string
+		keep func(d Disk, v string) bool
+	}{
+		{"BENCH_DISKS", func(d Disk, v string) bool { return d.Name == v || d.Name == d.FS+"-"+v }},
+		{"BENCH_FS", func(d Disk, v string) bool { return d.FS == v }},
+	} {
+		v := os.Getenv(f.env)
+		if v == "" {
+			continue
+		}
 		var ds []Disk
 		for _, d := range plan.Disks {
-			if slices.Contains(keep, d.Name) {
+			if slices.ContainsFunc(strings.Split(v, ","), func(x string) bool { return f.keep(d, x) }) {
 				ds = append(ds, d)
 			}
 		}
 		if len(ds) == 0 {
-			t.Fatalf("BENCH_DISKS=%s: no such disk in the plan", disks)
+			t.Fatalf("%s=%s: no such disk in the plan", f.env, v)
 		}
 		plan.Disks = ds
 	}
@@ -97,8 +111,17 @@ func TestStagingLatency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logf("booting the guest")
-	g, err := guest.Start(ctx, guest.Options{DataDiskSize: 12 << 30, MemoryMiB: 4096})
+	// BENCH_GUEST_CPUS: the guest's vCPUs (default 2, one per host core
+	// here). Under TCG each busy vCPU is a busy host core, and qemu's I/O
+	// emulation needs one too.
+	cpus := 2
+	if v := os.Getenv("BENCH_GUEST_CPUS"); v != "" {
+		if cpus, err = strconv.Atoi(v); err != nil || cpus < 1 {
+			t.Fatalf("BENCH_GUEST_CPUS=%q: want a count >= 1", v)
+		}
+	}
+	logf("booting the guest (%d vCPUs)", cpus)
+	g, err := guest.Start(ctx, guest.Options{DataDiskSize: 12 << 30, MemoryMiB: 4096, CPUs: cpus})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,9 +133,10 @@ func TestStagingLatency(t *testing.T) {
 	if err := g.SetThrottle(ctx, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := PrepareDisk(ctx, g); err != nil {
+	if err := PrepareDisk(ctx, g, plan.Disks[0].FS); err != nil {
 		t.Fatal(err)
 	}
+	fs := plan.Disks[0].FS
 	logf("making the update (%s, %d files)", plan.UpdateSize, plan.UpdateFile)
 	base, update, err := MakeUpdates(ctx, g, plan.UpdateSize, plan.UpdateFile)
 	if err != nil {
@@ -121,6 +145,18 @@ func TestStagingLatency(t *testing.T) {
 
 	r := &run{g: g, plan: plan, base: base, update: update, out: out, logf: logf}
 	for _, d := range plan.Disks {
+		if d.FS != fs {
+			// A new filesystem: the sysroot, etcd and the loads' files are
+			// made again on it, unthrottled.
+			fs = d.FS
+			logf("making %s on the data disk", fs)
+			if err := g.SetThrottle(ctx, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := PrepareDisk(ctx, g, fs); err != nil {
+				t.Fatal(err)
+			}
+		}
 		r.panels, r.fioCDF, r.etcdCDF = nil, nil, nil
 		r.split = false
 		if err := StartEtcd(ctx, g, r.split); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,22 +83,33 @@ func TestPanel(t *testing.T) {
 }
 
 func TestPlan(t *testing.T) {
-	full, quick := MakePlan(false), MakePlan(true)
-	if len(full.Disks) != 2 || full.UpdateSize != "1200MiB" {
-		t.Errorf("full plan %+v", full)
+	plan, quick, full := MakePlan(false), MakePlan(true), Sweep()
+	var names []string
+	for _, d := range plan.Disks {
+		names = append(names, d.Name)
 	}
-	for _, d := range full.Disks {
+	if want := "xfs-500iops-20MBs xfs-3000iops-125MBs ext4-500iops-20MBs ext4-3000iops-125MBs"; strings.Join(names, " ") != want || plan.UpdateSize != "600MiB" {
+		t.Errorf("plan: disks %v, update %s; want %s, 600MiB", names, plan.UpdateSize, want)
+	}
+	for _, d := range plan.Disks {
 		ids := map[string]bool{}
-		for _, s := range full.Scenarios[d.Name] {
+		for _, s := range plan.Scenarios[d.Name] {
 			ids[s.ID+s.Load(d)] = true
 		}
-		for _, want := range []string{report.ScenarioAlone, report.ScenarioNaive, "c-openshift2020", report.ScenarioAgent, "e-agent-noguard"} {
-			if !ids[want+fmt.Sprintf("fio-%d/s", d.FioRate)] {
-				t.Errorf("%s lacks %s", d.Name, want)
+		want := []string{report.ScenarioAlone, report.ScenarioNaive, report.ScenarioAgent}
+		if d.FS == "xfs" {
+			want = append(want, "c-openshift2020", "e-agent-noguard")
+		}
+		for _, w := range want {
+			if !ids[w+fmt.Sprintf("fio-%d/s", d.FioRate)] {
+				t.Errorf("%s lacks %s", d.Name, w)
 			}
 		}
+		if len(ids) != len(want) {
+			t.Errorf("%s: %d scenarios, want %d", d.Name, len(ids), len(want))
+		}
 	}
-	if n := len(full.Scenarios[Disks[1].Name]); n != 5+len(Knobs)+6 {
+	if n := len(full.Scenarios[full.Disks[0].Name]); n != 5+len(Knobs)+len(Probes)+6 {
 		t.Errorf("small disk: %d scenarios", n)
 	}
 	if len(quick.Disks) != 1 || len(quick.Scenarios[quick.Disks[0].Name]) != 4 || quick.UpdateSize == full.UpdateSize {

@@ -17,6 +17,7 @@ import (
 // Disk is one throttle setting of the data disk.
 type Disk struct {
 	Name string
+	FS   string // "xfs" or "ext4"; set by On
 	IOPS int64
 	BPS  int64
 	// FioRate is the etcd-like job's fixed rate: about a third of what the
@@ -39,10 +40,18 @@ const (
 	Naive             // plain `rpm-ostree upgrade`, default scheduler, no policy
 	Recipe2020        // OpenShift's 2020 recipe: bfq, rpm-ostreed Nice=10, best-effort 6, per-object fsync
 	Agent             // update-agent's daemon with its defaults plus AgentConfig
+	// CPUBurn writes nothing: it keeps every guest CPU busy for BurnFor in
+	// a unit with the properties in Burn. It tells CPU contention apart
+	// from I/O contention (under TCG a busy guest CPU is a busy host core,
+	// and qemu's I/O emulation waits for one).
+	CPUBurn
 )
 
+// BurnFor is how long a CPUBurn scenario burns.
+const BurnFor = 60 * time.Second
+
 func (s Stager) String() string {
-	return [...]string{"none", "naive", "openshift-2020", "update-agent"}[s]
+	return [...]string{"none", "naive", "openshift-2020", "update-agent", "cpu-burn"}[s]
 }
 
 // Scenario is one measured run.
@@ -54,6 +63,8 @@ type Scenario struct {
 	// FioUnlimited runs the etcd-like job flat out, as etcd's docs do,
 	// instead of at the disk's FioRate.
 	FioUnlimited bool
+	// Burn is the CPUBurn unit's properties (systemd-run -p, one per line).
+	Burn string
 	// SplitFS puts etcd and the fio job on a filesystem of their own (a
 	// second partition of the same disk) instead of next to the sysroot.
 	SplitFS bool
@@ -126,6 +137,14 @@ var Knobs = []struct{ ID, Config string }{
 	{"k-memoryhigh-8M", "[staging]\nmemory_high = \"8M\"\n"},
 }
 
+// Probes are not staging at all: CPU burners with the staging unit's CPU
+// policy, with and without a CPU quota, to see how much of etcd's latency
+// beside staging is CPU rather than I/O.
+var Probes = []Scenario{
+	{ID: "x-cpuburn-idle", Stager: CPUBurn, Burn: "CPUWeight=idle\nNice=10"},
+	{ID: "x-cpuburn-quota50", Stager: CPUBurn, Burn: "CPUWeight=idle\nNice=10\nCPUQuota=50%"},
+}
+
 const shallowQueue = "[staging]\nnr_requests = 16\nmax_sectors_kb = 64\n"
 
 // Plan is what one run measures, in order, per disk.
@@ -133,36 +152,68 @@ type Plan struct {
 	UpdateSize string // mkupdate -size
 	UpdateFile int    // mkupdate -files
 	AloneFor   time.Duration
-	Disks      []Disk
-	Scenarios  map[string][]Scenario // by disk name
+	// Disks are measured in this order; each is one of Disks on one
+	// filesystem (Disk.FS), named "<fs>-<disk>".
+	Disks     []Disk
+	Scenarios map[string][]Scenario // by Disk.Name
 }
 
-// MakePlan returns the full plan, or the quick one (smaller update, the
-// small disk only, a, b, d and e) for iteration.
-func MakePlan(quick bool) Plan {
-	core := func() []Scenario {
-		return []Scenario{
-			{ID: report.ScenarioAlone, Stager: NoStaging},
-			{ID: report.ScenarioNaive, Stager: Naive},
-			{ID: "c-openshift2020", Stager: Recipe2020},
-			{ID: report.ScenarioAgent, Stager: Agent},
-			{ID: "e-agent-noguard", Stager: Agent, AgentConfig: "[guard]\nenabled = false\n"},
-		}
+// On is d formatted with fs: what XFS holds can hurt on ext4 (measured:
+// a 5M write cap is 1.4x alone on XFS and worse than no cap on ext4).
+func On(fs string, d Disk) Disk {
+	d.FS, d.Name = fs, fs+"-"+d.Name
+	return d
+}
+
+// Core are the scenarios every disk runs: alone, naive, the 2020 recipe,
+// the agent's defaults and the agent without its guard.
+func Core() []Scenario {
+	return []Scenario{
+		{ID: report.ScenarioAlone, Stager: NoStaging},
+		{ID: report.ScenarioNaive, Stager: Naive},
+		{ID: "c-openshift2020", Stager: Recipe2020},
+		{ID: report.ScenarioAgent, Stager: Agent},
+		{ID: "e-agent-noguard", Stager: Agent, AgentConfig: "[guard]\nenabled = false\n"},
 	}
+}
+
+// MakePlan returns the plan of the issue (a-e on both disks on XFS, what
+// Fedora CoreOS and RHCOS use for / and /var/lib/etcd, and a, b, d on both
+// disks on ext4; 600 MiB), or the quick one (300 MiB, the small XFS disk,
+// a, b, d and e) for iteration. Sweep adds every knob, probe and load
+// variant to the small XFS disk: BENCH_SCENARIOS picks from it.
+func MakePlan(quick bool) Plan {
+	small, big := Disks[1], Disks[0]
 	if quick {
-		small := Disks[1]
-		sc := core()
-		return Plan{UpdateSize: "300MiB", UpdateFile: 3000, AloneFor: 30 * time.Second, Disks: []Disk{small},
-			Scenarios: map[string][]Scenario{small.Name: {sc[0], sc[1], sc[3], sc[4]}}}
+		sc := Core()
+		d := On("xfs", small)
+		return Plan{UpdateSize: "300MiB", UpdateFile: 3000, AloneFor: 30 * time.Second, Disks: []Disk{d},
+			Scenarios: map[string][]Scenario{d.Name: {sc[0], sc[1], sc[3], sc[4]}}}
 	}
 	// The small disk first: it is where the stalls are.
-	p := Plan{UpdateSize: "1200MiB", UpdateFile: 11500, AloneFor: 60 * time.Second, Disks: []Disk{Disks[1], Disks[0]},
-		Scenarios: map[string][]Scenario{}}
-	p.Scenarios[Disks[0].Name] = core()
-	small := core()
+	p := Plan{UpdateSize: "600MiB", UpdateFile: FilesFor("600MiB"), AloneFor: 60 * time.Second, Scenarios: map[string][]Scenario{}}
+	for _, d := range []Disk{On("xfs", small), On("xfs", big)} {
+		p.Disks = append(p.Disks, d)
+		p.Scenarios[d.Name] = Core()
+	}
+	for _, d := range []Disk{On("ext4", small), On("ext4", big)} {
+		p.Disks = append(p.Disks, d)
+		c := Core()
+		p.Scenarios[d.Name] = []Scenario{c[0], c[1], c[3]}
+	}
+	return p
+}
+
+// Sweep is the full plan plus, on the small XFS disk, every knob, the
+// probes, the unlimited job and etcd on its own filesystem.
+func Sweep() Plan {
+	p := MakePlan(false)
+	name := p.Disks[0].Name
+	small := p.Scenarios[name]
 	for _, k := range Knobs {
 		small = append(small, Scenario{ID: k.ID, Stager: Agent, AgentConfig: k.Config})
 	}
+	small = append(small, Probes...)
 	for _, s := range []Scenario{
 		{ID: report.ScenarioAlone, Stager: NoStaging},
 		{ID: report.ScenarioNaive, Stager: Naive},
@@ -175,7 +226,7 @@ func MakePlan(quick bool) Plan {
 		sp.SplitFS = true
 		small = append(small, sp)
 	}
-	p.Scenarios[Disks[1].Name] = small
+	p.Scenarios[name] = small
 	return p
 }
 
