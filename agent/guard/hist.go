@@ -80,6 +80,20 @@ func (h Histogram) Quantile(q float64) (time.Duration, bool) {
 	return secs(lo + (h.Bounds[i]-lo)*(rank-float64(below))/float64(in)), true
 }
 
+// TailQuantile is the quantile a window of n observations reports as its
+// p99: 0.99 from 100 observations up, and below that the second slowest
+// (at least the median). The guard's windows hold about 25 of etcd's
+// fsyncs: their 0.99-quantile is the slowest one, which is above a p99
+// learned over hundreds in one window of five by chance alone (1 -
+// 0.99^25 = 22%): that paced staging on noise. The second slowest is, by
+// chance, in one window of 40 (2.6%); a lone slow fsync is not congestion.
+func TailQuantile(n uint64) float64 {
+	if n == 0 {
+		return 0.99
+	}
+	return min(0.99, max(0.5, 1-1/float64(n)))
+}
+
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // ParseHistograms reads the named histograms from a Prometheus text

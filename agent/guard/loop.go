@@ -136,7 +136,7 @@ func (g *Guard) Adopt(base Baseline, stall float64, source string) (Baseline, er
 	// a configured threshold is the operator's word. A configured p99
 	// leaves the learned median for the thaw rule.
 	learned := base
-	base, clamped := Clamp(base)
+	base, clamped, slow := Clamp(base)
 	for k, v := range g.o.Baseline {
 		k = SignalName(k)
 		b := base[k]
@@ -151,10 +151,16 @@ func (g *Guard) Adopt(base Baseline, stall float64, source string) (Baseline, er
 	}
 	for _, k := range sortedKeys(base) {
 		a := []any{"signal", k, "p99_ms", ms(base[k].P99), "median_ms", ms(base[k].Median), "observations", base[k].N, "source", source}
-		if slices.Contains(clamped, k) {
-			a = append(a, "clamped_from_p99_ms", ms(learned[k].P99), "clamp", "2x etcd's guidance")
+		switch {
+		case slices.Contains(clamped, k):
+			a = append(a, "clamped_from_p99_ms", ms(learned[k].P99), "clamp", fmt.Sprintf("%gx etcd's guidance: a sick disk is not normal", SickFactor))
+			g.o.Log.Warn("latency guard baseline", a...)
+		case slices.Contains(slow, k):
+			a = append(a, "guidance_p99_ms", ms(Guidance[k]), "note", "slower than etcd's guidance: paced against this disk's own normal")
+			g.o.Log.Warn("latency guard baseline", a...)
+		default:
+			g.o.Log.Info("latency guard baseline", a...)
 		}
-		g.o.Log.Info("latency guard baseline", a...)
 	}
 	return base, nil
 }

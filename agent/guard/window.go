@@ -43,7 +43,7 @@ func Delta(old, cur Reading) Sample {
 	for name, h := range cur.Hists {
 		d := h.Sub(old.Hists[name])
 		st := Stat{N: d.Total()}
-		st.P99, _ = d.Quantile(0.99)
+		st.P99, _ = d.Quantile(TailQuantile(st.N))
 		st.Median, _ = d.Quantile(0.5)
 		s.Latency[histSignal(name)] = st
 	}
