@@ -17,11 +17,30 @@ type Lock struct {
 	// name, and etcd may not be up yet when the agent starts.
 	Make func(ctx context.Context) (*lock.Lock, error)
 	Node string
-	// OnPosition is told where the node stands while it waits (status).
+	// OnPosition, when set, is told where the node stands while it waits
+	// (systemd's status line); Position keeps the last one either way.
 	OnPosition func(lock.Position)
 
-	mu sync.Mutex
-	l  *lock.Lock
+	mu  sync.Mutex
+	l   *lock.Lock
+	pos *engine.QueuePosition
+}
+
+// Position is where the node stood when it last waited for a slot
+// (engine.PositionReporter), nil before it queued.
+func (a *Lock) Position() *engine.QueuePosition {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.pos
+}
+
+func (a *Lock) onPosition(p lock.Position) {
+	a.mu.Lock()
+	a.pos = &engine.QueuePosition{Holder: p.Holder, Index: p.Index, Ahead: p.Ahead, Queued: p.Queued, Slots: p.Slots}
+	a.mu.Unlock()
+	if a.OnPosition != nil {
+		a.OnPosition(p)
+	}
 }
 
 // Get returns the lock, building it on first use.
@@ -55,7 +74,7 @@ func (a *Lock) Acquire(ctx context.Context, target string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := l.Acquire(ctx, target, a.OnPosition); err != nil {
+	if _, err := l.Acquire(ctx, target, a.onPosition); err != nil {
 		return 0, err
 	}
 	id, err := l.LeaseID()

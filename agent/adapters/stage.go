@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
+	"github.com/update-agent/update-agent/agent/engine"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/agent/stage"
 	"github.com/update-agent/update-agent/agent/state"
@@ -23,11 +25,22 @@ type Stager struct {
 	// AllowDowngrade lets the staged tree be older than the current one
 	// (updates.allow_downgrade); otherwise rpm-ostree refuses it.
 	AllowDowngrade bool
-	// Done is told how each staging went (metrics, status).
+	// Done, when set, is told how each staging went (metrics).
 	Done func(stage.Report, error)
+	// Now stamps the staging report (default time.Now).
+	Now func() time.Time
 
-	mu sync.Mutex
-	s  *stage.Stager
+	mu   sync.Mutex
+	s    *stage.Stager
+	last *engine.StagingReport
+}
+
+// LastStaging is how the last staging went (engine.StagingReporter), nil
+// before the first.
+func (a *Stager) LastStaging() *engine.StagingReport {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.last
 }
 
 func (a *Stager) get(ctx context.Context) (*stage.Stager, error) {
@@ -71,12 +84,7 @@ func (a *Stager) Stage(ctx context.Context, t state.Target) error {
 	booted, _ := before.Booted()
 	req := Request(booted, a.Image, t)
 	req.AllowDowngrade = a.AllowDowngrade
-	argv := a.Client.StageArgv(req)
-	rep, err := s.Run(ctx, argv)
-	if a.Done != nil {
-		a.Done(rep, err)
-	}
-	if err != nil {
+	if _, err := a.run(ctx, s, req); err != nil {
 		return fmt.Errorf("staging %s: %w", t.Checksum, err)
 	}
 	after, err := a.Client.Status(ctx)
@@ -90,6 +98,36 @@ func (a *Stager) Stage(ctx context.Context, t state.Target) error {
 }
 
 var errNothingStaged = errors.New("rpm-ostree made no new staged deployment (nothing new, or already staged and not re-locked)")
+
+// Run stages req as it is, without checking what came of it (stage-once).
+func (a *Stager) Run(ctx context.Context, req rpmostree.StageRequest) (stage.Report, error) {
+	s, err := a.get(ctx)
+	if err != nil {
+		return stage.Report{}, err
+	}
+	return a.run(ctx, s, req)
+}
+
+func (a *Stager) run(ctx context.Context, s *stage.Stager, req rpmostree.StageRequest) (stage.Report, error) {
+	rep, err := s.Run(ctx, a.Client.StageArgv(req))
+	if a.Done != nil {
+		a.Done(rep, err)
+	}
+	now := time.Now
+	if a.Now != nil {
+		now = a.Now
+	}
+	r := &engine.StagingReport{At: now(), Seconds: rep.Duration.Seconds(), OK: err == nil, Disks: rep.Disks,
+		Guarded: rep.Guarded, Freezes: rep.Guard.Freezes, ForcedThaws: rep.Guard.ForcedThaws, Frozen: rep.Guard.Frozen.Seconds(),
+		Baseline: rep.Baseline, Setup: rep.Setup.Seconds(), WriteRate: rep.Guard.Rate, RateCuts: rep.Guard.RateCuts}
+	if err != nil {
+		r.Error = err.Error()
+	}
+	a.mu.Lock()
+	a.last = r
+	a.mu.Unlock()
+	return rep, err
+}
 
 // Recover undoes what an interrupted staging left behind.
 func (a *Stager) Recover(ctx context.Context) error {
@@ -130,3 +168,16 @@ func (p PlainStager) Stage(ctx context.Context, t state.Target) error {
 
 // Recover has nothing to undo.
 func (PlainStager) Recover(context.Context) error { return nil }
+
+// DaemonIdle tells agent/stage whether rpm-ostreed runs a transaction (it
+// is restarted to take the policy only when idle).
+type DaemonIdle struct{ Client *rpmostree.Client }
+
+// Idle reports whether rpm-ostree's status shows no transaction.
+func (d DaemonIdle) Idle(ctx context.Context) (bool, error) {
+	st, err := d.Client.Status(ctx)
+	if err != nil {
+		return false, err
+	}
+	return st.Transaction == nil, nil
+}

@@ -70,6 +70,11 @@ type Snapshot struct {
 	NextWindow time.Time   `json:"next_window,omitzero"`
 	UpdateNow  bool        `json:"update_now_pending,omitempty"`
 	At         time.Time   `json:"at"`
+	// LastStaging and Position come from the ports (StagingReporter,
+	// PositionReporter); Position only while waiting for a slot. Status
+	// shows them in sections of their own.
+	LastStaging *StagingReport `json:"-"`
+	Position    *QueuePosition `json:"-"`
 }
 
 // Engine runs the flow. Create it with New; Run it once.
@@ -149,9 +154,15 @@ func (e *Engine) UpdateNow() {
 // Snapshot returns the latest decision and what it was based on.
 func (e *Engine) Snapshot() Snapshot {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	s := e.snap
 	s.State = s.State.Clone()
+	e.mu.Unlock()
+	if r, ok := e.o.Stager.(StagingReporter); ok {
+		s.LastStaging = r.LastStaging()
+	}
+	if r, ok := e.o.Lock.(PositionReporter); ok && s.State.Phase == state.WaitingSlot {
+		s.Position = r.Position()
+	}
 	return s
 }
 

@@ -85,7 +85,7 @@ func runDaemon(env *cmdEnv, args []string) error {
 	if err := a.serve(serveCtx); err != nil {
 		return err
 	}
-	if k := a.staging.baseline; k != nil {
+	if k := a.baseline; k != nil {
 		go k.Run(serveCtx) // normal, learned while no staging runs
 	}
 

@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/update-agent/update-agent/agent/logging"
-	"github.com/update-agent/update-agent/agent/oplog"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/agent/stage"
-	"github.com/update-agent/update-agent/agent/systemd"
 )
 
 // runStageOnce stages one update now, under the configured staging policy
@@ -53,23 +50,12 @@ func runStageOnce(env *cmdEnv, args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	runner := oplog.Runner{Log: log}
-	// Staging runs in a transient unit, not in a registered driver's unit.
-	client := &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: runner, BypassDriver: true}
-	o := stageOptions(cfg, *root, filepath.Join(*root, cfg.Agent.StateDir), client, log)
-	conn, err := systemd.Dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	s, err := stage.New(o, stage.Deps{Systemd: conn, Runner: runner, Daemon: daemonIdle{client}})
-	if err != nil {
-		return configError{err}
-	}
-	// Before anything asks rpm-ostree (StageArgv does not; the daemon-idle
-	// check does): a killed run may have left rpm-ostreed frozen.
+	client := newClient(cfg, log)
+	s, _ := newStager(cfg, *root, rooted(*root, cfg.Agent.StateDir), client, log)
+	// Before anything asks rpm-ostree (building the command does not; the
+	// daemon-idle check does): a killed run may have left rpm-ostreed frozen.
 	stage.RecoverAtStart(ctx, log, s.Recover)
-	rep, err := s.Run(ctx, client.StageArgv(req))
+	rep, err := s.Run(ctx, req)
 	what := "staged"
 	if rep.Unit.ExecMainStatus == rpmostree.ExitUnchanged {
 		what = "nothing new to stage"

@@ -7,7 +7,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -21,24 +20,24 @@ import (
 // statusReport is what `update-agent status` shows: everything that says
 // why this node has not rebooted yet, on one screen.
 type statusReport struct {
-	Node     string          `json:"node"`
-	Version  string          `json:"version"`
-	Strategy string          `json:"reboot_strategy"`
-	Engine   engine.Snapshot `json:"engine"`
-	Lock     *lockReport     `json:"lock,omitempty"`
-	Etcd     *etcdReport     `json:"etcd,omitempty"`
-	Staging  *stagingReport  `json:"last_staging,omitempty"`
+	Node     string                `json:"node"`
+	Version  string                `json:"version"`
+	Strategy string                `json:"reboot_strategy"`
+	Engine   engine.Snapshot       `json:"engine"`
+	Lock     *lockReport           `json:"lock,omitempty"`
+	Etcd     *etcdReport           `json:"etcd,omitempty"`
+	Staging  *engine.StagingReport `json:"last_staging,omitempty"`
 }
 
 type lockReport struct {
 	Group string `json:"group"`
 	Slots int    `json:"slots"`
 	// Position is where this node stood when it last waited for a slot.
-	Position *lock.Position      `json:"position,omitempty"`
-	Holders  []lock.EntryStatus  `json:"holders"`
-	Waiters  []lock.EntryStatus  `json:"waiters"`
-	Pending  []lock.Announcement `json:"pending"`
-	Error    string              `json:"error,omitempty"`
+	Position *engine.QueuePosition `json:"position,omitempty"`
+	Holders  []lock.EntryStatus    `json:"holders"`
+	Waiters  []lock.EntryStatus    `json:"waiters"`
+	Pending  []lock.Announcement   `json:"pending"`
+	Error    string                `json:"error,omitempty"`
 }
 
 type etcdReport struct {
@@ -48,39 +47,18 @@ type etcdReport struct {
 	Error       string   `json:"error,omitempty"`
 }
 
-// lockPosition remembers the node's last place in line (agent/lock reports
-// it while Acquire waits).
-type lockPosition struct {
-	mu  sync.Mutex
-	pos *lock.Position
-}
-
-func (l *lockPosition) set(p lock.Position) {
-	l.mu.Lock()
-	l.pos = &p
-	l.mu.Unlock()
-}
-
-func (l *lockPosition) get() *lock.Position {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.pos
-}
-
 // report gathers the status; etcd is asked live, with a short timeout, so
 // that a slow cluster does not hang `status`.
 func (a *agent) report(ctx context.Context) statusReport {
+	snap := a.engine.Snapshot()
 	r := statusReport{Node: a.node, Version: version, Strategy: a.cfg.Reboot.Strategy,
-		Engine: a.engine.Snapshot(), Staging: a.staging.get()}
+		Engine: snap, Staging: snap.LastStaging}
 	if a.etcd == nil {
 		return r
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	lr := &lockReport{Group: a.cfg.Lock.Group, Slots: a.cfg.Lock.Slots}
-	if r.Engine.State.Phase == state.WaitingSlot {
-		lr.Position = a.lockPos.get()
-	}
+	lr := &lockReport{Group: a.cfg.Lock.Group, Slots: a.cfg.Lock.Slots, Position: snap.Position}
 	gs, err := lock.Status(ctx, a.etcd, a.cfg.Lock.KeyPrefix, a.cfg.Lock.Slots, a.cfg.Lock.Group, time.Now())
 	if err != nil {
 		lr.Error = err.Error()

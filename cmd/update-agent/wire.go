@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -18,10 +17,10 @@ import (
 	"github.com/update-agent/update-agent/agent/engine"
 	"github.com/update-agent/update-agent/agent/etcdclient"
 	"github.com/update-agent/update-agent/agent/etcdmember"
+	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/metrics"
-	"github.com/update-agent/update-agent/agent/oplog"
-	"github.com/update-agent/update-agent/agent/rpmostree"
+	"github.com/update-agent/update-agent/agent/stage"
 	"github.com/update-agent/update-agent/agent/state"
 )
 
@@ -43,17 +42,18 @@ type agent struct {
 	stateDir string
 	log      *slog.Logger
 
-	os      adapters.OS
-	stager  *adapters.Stager
-	staging stagingView
-	etcd    *clientv3.Client // nil without lock and etcd
-	lock    *adapters.Lock   // nil when locking is disabled
-	cluster *adapters.Cluster
-	metrics *metrics.Metrics
-	engine  *engine.Engine
-	window  engine.Window
-	lockPos lockPosition
-	status  func(string)
+	os     adapters.OS
+	stager *adapters.Stager
+	// baseline is the rolling latency baseline the daemon keeps while no
+	// staging runs (nil without the guard).
+	baseline *guard.Keeper
+	etcd     *clientv3.Client // nil without lock and etcd
+	lock     *adapters.Lock   // nil when locking is disabled
+	cluster  *adapters.Cluster
+	metrics  *metrics.Metrics
+	engine   *engine.Engine
+	window   engine.Window
+	status   func(string)
 }
 
 // rooted prefixes an absolute host path with --root (tests, the guest).
@@ -76,15 +76,17 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 	a.log = log.With("node", a.node, "group", cfg.Lock.Group)
 	a.metrics = metrics.New(version)
 
-	// The agent registers its own unit as the update driver; staging runs
-	// in a transient unit, which rpm-ostree would refuse without bypass.
-	client := &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: a.log, Interrupt: syscall.SIGINT},
-		BypassDriver: true}
+	client := newClient(cfg, a.log)
 	a.os = adapters.OS{Client: client}
 	if cfg.Updates.Source == config.SourceImage {
 		a.os.Image = cfg.Updates.Image
 	}
-	a.stager = newStager(cfg, root, a.stateDir, client, a.metrics, &a.staging, a.log)
+	a.stager, a.baseline = newStager(cfg, root, a.stateDir, client, a.log)
+	a.stager.Done = func(rep stage.Report, _ error) {
+		a.metrics.GuardDecisions("freeze", rep.Guard.Freezes)
+		a.metrics.GuardDecisions("forced_thaw", rep.Guard.ForcedThaws)
+		a.metrics.Frozen(rep.Guard.Frozen)
+	}
 
 	if cfg.Lock.Enabled {
 		if err := a.wireEtcd(); err != nil {
@@ -101,12 +103,10 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 		a.window = ws
 	}
 
+	// cfg is validated (config.Load): every hook has a command.
 	var hooks engine.HookRunner
 	hooks.Log = a.log
 	for i, h := range cfg.Reboot.Hooks {
-		if len(h.Argv) == 0 {
-			return nil, configError{fmt.Errorf("reboot.hooks[%d].argv: empty command", i)}
-		}
 		hooks.Hooks = append(hooks.Hooks, engine.Hook{
 			Name:    fmt.Sprintf("%d:%s", i+1, filepath.Base(h.Argv[0])),
 			Argv:    h.Argv,
@@ -175,7 +175,6 @@ func (a *agent) wireEtcd() error {
 	a.lock = &adapters.Lock{
 		Node: a.node,
 		OnPosition: func(p lock.Position) {
-			a.lockPos.set(p)
 			if a.status != nil && !p.Holder {
 				a.status(fmt.Sprintf("waiting_slot: waiting for a reboot slot of group %s: %d node(s) ahead, %d slot(s)", c.Lock.Group, p.Ahead, p.Slots))
 			}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
-	"sync"
-	"time"
+	"syscall"
 
 	"github.com/update-agent/update-agent/agent/adapters"
 	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/agent/guard"
-	"github.com/update-agent/update-agent/agent/metrics"
 	"github.com/update-agent/update-agent/agent/oplog"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/agent/stage"
@@ -20,35 +18,12 @@ import (
 // rpmOstreeDaemon is the unit that does the writing for the rpm-ostree CLI.
 const rpmOstreeDaemon = "rpm-ostreed.service"
 
-// stagingView is the last staging, for status.
-type stagingView struct {
-	mu   sync.Mutex
-	last *stagingReport
-	// baseline is the rolling latency baseline the daemon keeps while no
-	// staging runs (nil without the guard).
-	baseline *guard.Keeper
-}
-
-type stagingReport struct {
-	At          time.Time `json:"at"`
-	Seconds     float64   `json:"seconds"`
-	OK          bool      `json:"ok"`
-	Error       string    `json:"error,omitempty"`
-	Disks       []string  `json:"disks,omitempty"`
-	Guarded     bool      `json:"guarded"`
-	Freezes     int       `json:"freezes"`
-	ForcedThaws int       `json:"forced_thaws"`
-	Frozen      float64   `json:"frozen_seconds"`
-	Baseline    string    `json:"baseline,omitempty"`
-	Setup       float64   `json:"setup_seconds"`
-	WriteRate   uint64    `json:"write_rate,omitempty"`
-	RateCuts    int       `json:"write_rate_cuts,omitempty"`
-}
-
-func (v *stagingView) get() *stagingReport {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.last
+// newClient is the rpm-ostree client of the daemon and stage-once. Staging
+// runs in a transient unit, which rpm-ostree would refuse without bypassing
+// the registered driver (the agent's own unit).
+func newClient(cfg *config.Config, log *slog.Logger) *rpmostree.Client {
+	return &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log, Interrupt: syscall.SIGINT},
+		BypassDriver: true}
 }
 
 // stageOptions maps [staging] and [guard] onto agent/stage.
@@ -90,37 +65,15 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 	if root != "" && root != "/" {
 		o.SysRoot = root
 	}
+	gc, gb := guard.Thresholds{
+		LatencyFactor: g.LatencyFactor, ThawFactor: g.ThawFactor, FsyncP99: g.FsyncP99Threshold.D(),
+		IOPressurePercent: g.IOPressureThreshold, MinFreeze: g.MinFreeze.D(), MaxFreeze: g.MaxFreeze.D(),
+		MinRunShare: g.MinRunShare, MaxTotalPause: g.MaxTotalPause.D(),
+	}.Derive()
 	o.Guard = stage.GuardOptions{
 		Enabled:    g.Enabled,
 		MetricsURL: g.MetricsURL,
-		Options: guard.Options{
-			Config: guard.Config{
-				FreezeFactor:   g.LatencyFactor,
-				ThawFactor:     g.ThawFactor,
-				MinFreeze:      g.MinFreeze.D(),
-				MaxFreeze:      g.MaxFreeze.D(),
-				MinRunShare:    g.MinRunShare,
-				MaxTotalFrozen: g.MaxTotalPause.D(),
-			},
-			Interval: g.Interval.D(),
-			Window:   g.Window.D(),
-			Log:      log,
-		},
-	}
-	if o.WriteRateAuto {
-		o.WriteBandwidthMax = 0
-	}
-	if g.Enabled {
-		o.BaselineMaxAge = g.BaselineMaxAge.D()
-		k := &guard.Keeper{
-			Src:  &baselineInputs{in: guard.Inputs{MetricsURL: g.MetricsURL}, unit: cfg.Etcd.LocalUnit, root: root},
-			File: filepath.Join(stateDir, "latency-baseline.json"),
-			Log:  log,
-		}
-		if err := k.Load(); err != nil {
-			log.Warn("latency baseline: starting afresh", "err", err)
-		}
-		o.Baseline = k
+		Options:    guard.Options{Config: gc, Baseline: gb, Interval: g.Interval.D(), Window: g.Window.D(), Log: log},
 	}
 	if g.IOPressureThreshold > 0 {
 		// etcd's own cgroup when known: the stager's stalls do not count there.
@@ -129,25 +82,32 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 		} else {
 			o.Guard.PressureFile = rooted(root, "/proc/pressure/io")
 		}
-		o.Guard.Options.Config.StallFreeze = g.IOPressureThreshold / 100
-		o.Guard.Options.Config.StallThaw = g.IOPressureThreshold / 200
 	}
-	if t := g.FsyncP99Threshold.D(); t > 0 && g.LatencyFactor > 0 {
-		// The guard freezes above LatencyFactor x baseline p99: a
-		// configured threshold sets that p99; the median (thaw level) is
-		// still learned.
-		p99 := time.Duration(float64(t) / g.LatencyFactor)
-		o.Guard.Options.Baseline = guard.Baseline{guard.MetricWALFsync: {P99: p99}}
+	if o.WriteRateAuto {
+		o.WriteBandwidthMax = 0
+	}
+	if g.Enabled {
+		o.BaselineMaxAge = g.BaselineMaxAge.D()
+		k := &guard.Keeper{
+			Src: &adapters.BaselineInputs{In: guard.Inputs{MetricsURL: g.MetricsURL}, Unit: cfg.Etcd.LocalUnit,
+				CgroupRoot: rooted(root, "/sys/fs/cgroup")},
+			File: filepath.Join(stateDir, "latency-baseline.json"),
+			Log:  log,
+		}
+		if err := k.Load(); err != nil {
+			log.Warn("latency baseline: starting afresh", "err", err)
+		}
+		o.Baseline = k
 	}
 	return o
 }
 
-// newStager builds the gentle stager; it dials systemd on first use.
-func newStager(cfg *config.Config, root, stateDir string, client *rpmostree.Client, m *metrics.Metrics, view *stagingView, log *slog.Logger) *adapters.Stager {
+// newStager builds the gentle stager of the daemon and stage-once; it dials
+// systemd on first use. keeper is the rolling latency baseline the daemon
+// keeps while no staging runs (nil without the guard).
+func newStager(cfg *config.Config, root, stateDir string, client *rpmostree.Client, log *slog.Logger) (s *adapters.Stager, keeper *guard.Keeper) {
 	o := stageOptions(cfg, root, stateDir, client, log)
-	if k, ok := o.Baseline.(*guard.Keeper); ok {
-		view.baseline = k
-	}
+	keeper, _ = o.Baseline.(*guard.Keeper)
 	runner := oplog.Runner{Log: log}
 	image := ""
 	if cfg.Updates.Source == config.SourceImage {
@@ -164,55 +124,12 @@ func newStager(cfg *config.Config, root, stateDir string, client *rpmostree.Clie
 			if err != nil {
 				return nil, err
 			}
-			return stage.New(o, stage.Deps{Systemd: conn, Runner: runner, Daemon: daemonIdle{client}})
-		},
-		Done: func(rep stage.Report, err error) {
-			m.GuardDecisions("freeze", rep.Guard.Freezes)
-			m.GuardDecisions("forced_thaw", rep.Guard.ForcedThaws)
-			m.Frozen(rep.Guard.Frozen)
-			r := &stagingReport{At: time.Now(), Seconds: rep.Duration.Seconds(), OK: err == nil, Disks: rep.Disks,
-				Guarded: rep.Guarded, Freezes: rep.Guard.Freezes, ForcedThaws: rep.Guard.ForcedThaws, Frozen: rep.Guard.Frozen.Seconds(),
-				Baseline: rep.Baseline, Setup: rep.Setup.Seconds(), WriteRate: rep.Guard.Rate, RateCuts: rep.Guard.RateCuts}
+			s, err := stage.New(o, stage.Deps{Systemd: conn, Runner: runner, Daemon: adapters.DaemonIdle{Client: client}})
 			if err != nil {
-				r.Error = err.Error()
+				conn.Close()
+				return nil, configError{err}
 			}
-			view.mu.Lock()
-			view.last = r
-			view.mu.Unlock()
+			return s, nil
 		},
-	}
-}
-
-// daemonIdle tells agent/stage whether rpm-ostreed runs a transaction (it
-// is restarted to take the policy only when idle).
-type daemonIdle struct{ c *rpmostree.Client }
-
-func (d daemonIdle) Idle(ctx context.Context) (bool, error) {
-	st, err := d.c.Status(ctx)
-	if err != nil {
-		return false, err
-	}
-	return st.Transaction == nil, nil
-}
-
-// baselineInputs reads etcd's metrics and, once the unit's cgroup is
-// known, its io.pressure for the rolling baseline. The cgroup is looked up
-// lazily: etcd may start after the agent.
-type baselineInputs struct {
-	in   guard.Inputs
-	unit string
-	root string
-}
-
-func (b *baselineInputs) Read(ctx context.Context) (guard.Reading, error) {
-	if b.unit != "" && b.in.PressureFile == "" {
-		if conn, err := systemd.Dial(ctx); err == nil {
-			st, err := conn.Status(ctx, b.unit)
-			conn.Close()
-			if err == nil && st.ControlGroup != "" {
-				b.in.PressureFile = filepath.Join(rooted(b.root, "/sys/fs/cgroup"), st.ControlGroup, "io.pressure")
-			}
-		}
-	}
-	return b.in.Read(ctx)
+	}, keeper
 }
