@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/update-agent/update-agent/agent/engine"
 	"github.com/update-agent/update-agent/agent/rpmostree"
@@ -124,3 +125,22 @@ func mapFinalize(err error) error {
 
 // Cleanup discards the staged deployment.
 func (o OS) Cleanup(ctx context.Context) error { return o.Client.Cleanup(ctx) }
+
+// RegisterDriver makes rpm-ostree refuse manual upgrades with a pointer to
+// the agent (the registration lives in /run: every start redoes it). A host
+// whose updates another driver (zincati) owns is refused: two drivers
+// would fight over the staged deployment. A failed registration is only
+// logged: the agent works without it.
+func (o OS) RegisterDriver(ctx context.Context, name string, log *slog.Logger) error {
+	st, err := o.Client.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if d := st.UpdateDriver; d != nil && d.Name != name {
+		return fmt.Errorf("updates on this host are driven by %s (%s): stop and disable it before running update-agent", d.Name, d.Unit)
+	}
+	if err := o.Client.RegisterDriver(ctx, name); err != nil {
+		log.Warn("not registered as rpm-ostree's update driver: manual upgrades are not refused", "err", err)
+	}
+	return nil
+}

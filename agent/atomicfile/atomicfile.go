@@ -7,7 +7,11 @@
 package atomicfile
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -55,6 +59,71 @@ func SyncDir(dir string) error {
 	defer d.Close()
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// The agent's JSON records (engine state, lease, staging undo journal,
+// scheduler state) all go through WriteJSON, ReadJSON and Remove: one
+// format (indented, a trailing newline), one mode (0600 in a 0700
+// directory), every change synced with its directory.
+
+// RecordMode is the mode of a record; its directory is created 0700.
+const RecordMode os.FileMode = 0o600
+
+// WriteJSON replaces path with v, creating the directory if needed.
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return Write(path, append(b, '\n'), RecordMode)
+}
+
+// ReadJSON reads the record at path into v; found is false when there is
+// none. Fields v does not know are ignored (an older or newer agent's
+// record still reads); ReadJSONStrict refuses them.
+func ReadJSON(path string, v any) (found bool, err error) {
+	return readJSON(path, v, false)
+}
+
+// ReadJSONStrict is ReadJSON refusing fields v does not know, for records
+// with a schema version.
+func ReadJSONStrict(path string, v any) (found bool, err error) {
+	return readJSON(path, v, true)
+}
+
+func readJSON(path string, v any, strict bool) (bool, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err // names the path
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		return true, fmt.Errorf("parsing %s: %w", path, err)
+	}
+	return true, nil
+}
+
+// Remove removes the record at path, durably; a record already gone is
+// not an error.
+func Remove(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err // names the path
+	}
+	// Synced even when the record was gone: its removal by a process
+	// killed before syncing becomes durable now. No directory, no record.
+	if err := SyncDir(filepath.Dir(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	return nil
 }

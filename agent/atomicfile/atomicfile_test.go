@@ -37,3 +37,64 @@ func TestWriteMissingDirNamesPath(t *testing.T) {
 		t.Fatalf("err = %v, want an error naming %s", err, p)
 	}
 }
+
+// Every record is written the same way: indented JSON with a newline, mode
+// 0600, its directory created 0700; it reads back, an absent one reads as
+// not found, and removing it twice is fine.
+func TestJSONRecord(t *testing.T) {
+	type rec struct {
+		A int    `json:"a"`
+		B string `json:"b,omitempty"`
+	}
+	dir := filepath.Join(t.TempDir(), "state")
+	p := filepath.Join(dir, "r.json")
+	var got rec
+	if found, err := ReadJSON(p, &got); found || err != nil {
+		t.Fatalf("absent record: found %v, %v", found, err)
+	}
+	if err := WriteJSON(p, rec{A: 1, B: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	if string(b) != "{\n  \"a\": 1,\n  \"b\": \"x\"\n}\n" {
+		t.Errorf("content %q", b)
+	}
+	if st, _ := os.Stat(p); st.Mode().Perm() != 0o600 {
+		t.Errorf("record mode %v, want 0600", st.Mode().Perm())
+	}
+	if st, _ := os.Stat(dir); st.Mode().Perm() != 0o700 {
+		t.Errorf("directory mode %v, want 0700", st.Mode().Perm())
+	}
+	if found, err := ReadJSON(p, &got); !found || err != nil || got != (rec{A: 1, B: "x"}) {
+		t.Errorf("read back %+v, found %v, %v", got, found, err)
+	}
+	if err := Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := Remove(p); err != nil {
+		t.Errorf("removing an absent record: %v", err)
+	}
+	if err := Remove(filepath.Join(dir, "absent", "r.json")); err != nil {
+		t.Errorf("removing a record of an absent directory: %v", err)
+	}
+}
+
+// Records written compact by older agents read back; unknown fields are
+// ignored, except by ReadJSONStrict; a torn record names its file.
+func TestReadJSONCompatAndStrict(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "r.json")
+	os.WriteFile(p, []byte(`{"a":2,"old":true}`+"\n"), 0o600)
+	var got struct {
+		A int `json:"a"`
+	}
+	if found, err := ReadJSON(p, &got); !found || err != nil || got.A != 2 {
+		t.Errorf("compact record: %+v, found %v, %v", got, found, err)
+	}
+	if _, err := ReadJSONStrict(p, &got); err == nil || !strings.Contains(err.Error(), `parsing `+p+`: json: unknown field "old"`) {
+		t.Errorf("strict read of an unknown field: %v", err)
+	}
+	os.WriteFile(p, []byte(`{"a":`), 0o600)
+	if _, err := ReadJSON(p, &got); err == nil || !strings.HasPrefix(err.Error(), "parsing "+p+": ") {
+		t.Errorf("torn record: %v", err)
+	}
+}

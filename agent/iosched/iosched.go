@@ -2,7 +2,6 @@ package iosched
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -318,15 +317,8 @@ func load(path string) (State, error) {
 	if path == "" {
 		return st, nil
 	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return st, nil
-	}
-	if err != nil {
-		return st, fmt.Errorf("reading scheduler state %s: %w", path, err)
-	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("reading scheduler state %s: %w", path, err)
+	if _, err := atomicfile.ReadJSON(path, &st); err != nil {
+		return State{}, fmt.Errorf("reading scheduler state: %w", err)
 	}
 	return st, nil
 }
@@ -335,15 +327,8 @@ func save(path string, st State) error {
 	if path == "" {
 		return errors.New("saving scheduler state: no state file configured")
 	}
-	b, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("saving scheduler state %s: %w", path, err)
-	}
-	if err := atomicfile.Write(path, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("saving scheduler state %s: %w", path, err)
+	if err := atomicfile.WriteJSON(path, st); err != nil {
+		return fmt.Errorf("saving scheduler state: %w", err)
 	}
 	return nil
 }
@@ -352,8 +337,8 @@ func removeState(path string) error {
 	if path == "" {
 		return nil
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("removing scheduler state %s: %w", path, err)
+	if err := atomicfile.Remove(path); err != nil {
+		return fmt.Errorf("removing scheduler state: %w", err)
 	}
 	return nil
 }

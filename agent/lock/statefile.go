@@ -1,10 +1,7 @@
 package lock
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/update-agent/update-agent/agent/atomicfile"
@@ -22,38 +19,26 @@ type leaseState struct {
 }
 
 func readLeaseState(dir string) (leaseState, bool, error) {
-	path := filepath.Join(dir, leaseFileName)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return leaseState{}, false, nil
-	}
+	var s leaseState
+	found, err := atomicfile.ReadJSON(filepath.Join(dir, leaseFileName), &s)
 	if err != nil {
 		return leaseState{}, false, fmt.Errorf("reading lease state: %w", err)
 	}
-	var s leaseState
-	if err := json.Unmarshal(b, &s); err != nil {
-		return leaseState{}, false, fmt.Errorf("parsing lease state %s: %w", path, err)
-	}
-	return s, true, nil
+	return s, found, nil
 }
 
-// writeLeaseState replaces the file atomically and durably: the reboot that
-// follows must find either the old or the new lease, never a torn file.
+// writeLeaseState replaces the record durably: the reboot that follows must
+// find either the old or the new lease, never a torn file.
 func writeLeaseState(dir string, s leaseState) error {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.Write(filepath.Join(dir, leaseFileName), append(b, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, leaseFileName), s); err != nil {
 		return fmt.Errorf("saving lease state: %w", err)
 	}
 	return nil
 }
 
 func removeLeaseState(dir string) error {
-	err := os.Remove(filepath.Join(dir, leaseFileName))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := atomicfile.Remove(filepath.Join(dir, leaseFileName)); err != nil {
 		return fmt.Errorf("removing lease state: %w", err)
 	}
-	return atomicfile.SyncDir(dir)
+	return nil
 }

@@ -1,11 +1,7 @@
 package stage
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/update-agent/update-agent/agent/atomicfile"
@@ -56,38 +52,27 @@ func (s *Stager) journalPath() string {
 }
 
 func (s *Stager) saveJournal(j *journal) error {
-	b, err := json.MarshalIndent(j, "", "  ")
-	if err != nil {
-		return err
-	}
-	p := s.journalPath()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return fmt.Errorf("recording staging changes in %s: %w", p, err)
-	}
-	if err := atomicfile.Write(p, append(b, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteJSON(s.journalPath(), j); err != nil {
 		return fmt.Errorf("recording staging changes: %w", err)
 	}
 	return nil
 }
 
 func (s *Stager) loadJournal() (*journal, error) {
-	b, err := os.ReadFile(s.journalPath())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading staging changes %s: %w", s.journalPath(), err)
-	}
 	var j journal
-	if err := json.Unmarshal(b, &j); err != nil {
-		return nil, fmt.Errorf("reading staging changes %s: %w", s.journalPath(), err)
+	found, err := atomicfile.ReadJSON(s.journalPath(), &j)
+	if err != nil {
+		return nil, fmt.Errorf("reading staging changes: %w", err)
+	}
+	if !found {
+		return nil, nil
 	}
 	return &j, nil
 }
 
 func (s *Stager) removeJournal() error {
-	if err := os.Remove(s.journalPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("removing %s: %w", s.journalPath(), err)
+	if err := atomicfile.Remove(s.journalPath()); err != nil {
+		return fmt.Errorf("removing staging changes: %w", err)
 	}
 	return nil
 }

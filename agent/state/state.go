@@ -7,7 +7,6 @@ package state
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -137,18 +136,13 @@ func (s Store) Path() string { return filepath.Join(s.Dir, FileName) }
 
 // Load returns the persisted record, or an Idle record when there is none.
 func (s Store) Load() (State, error) {
-	b, err := os.ReadFile(s.Path())
-	if errors.Is(err, os.ErrNotExist) {
-		return State{Version: schemaVersion, Phase: Idle}, nil
-	}
+	var st State
+	found, err := atomicfile.ReadJSONStrict(s.Path(), &st)
 	if err != nil {
 		return State{}, fmt.Errorf("reading state: %w", err)
 	}
-	var st State
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&st); err != nil {
-		return State{}, fmt.Errorf("reading state %s: %w", s.Path(), err)
+	if !found {
+		return State{Version: schemaVersion, Phase: Idle}, nil
 	}
 	if st.Version != schemaVersion {
 		return State{}, fmt.Errorf("reading state %s: unknown version %d (this agent writes %d)", s.Path(), st.Version, schemaVersion)
@@ -173,14 +167,10 @@ func validPhase(p Phase) bool {
 // old record or the new one, never a torn one.
 func (s Store) Save(st State) error {
 	st.Version = schemaVersion
-	b, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
+	if err := atomicfile.WriteJSON(s.Path(), st); err != nil {
 		return fmt.Errorf("saving state: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(s.Path()), 0o700); err != nil {
-		return fmt.Errorf("saving state: %w", err)
-	}
-	return atomicfile.Write(s.Path(), append(b, '\n'), 0o600)
+	return nil
 }
 
 // BootIDPath is where Linux publishes the current boot's random ID.

@@ -22,6 +22,9 @@ import (
 // may still be starting at boot); well inside systemd's start timeout.
 const firstStatusTimeout = 60 * time.Second
 
+// driverName is what the agent registers as rpm-ostree's update driver.
+const driverName = "update-agent"
+
 func runDaemon(env *cmdEnv, args []string) error {
 	fs := newFlags(env, "daemon")
 	root := fs.String("root", "/", "prefix for every configuration and state path (tests)")
@@ -76,7 +79,7 @@ func runDaemon(env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := a.registerDriver(ctx); err != nil {
+	if err := a.os.RegisterDriver(ctx, driverName, a.log); err != nil {
 		return err
 	}
 

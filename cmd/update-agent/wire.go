@@ -160,13 +160,7 @@ func (a *agent) policy() engine.Policy {
 // wireEtcd builds the etcd client, the member checks and the lock.
 func (a *agent) wireEtcd() error {
 	c := a.cfg
-	eo := etcdclient.Options{
-		Endpoints: c.Etcd.Endpoints,
-		CAFile:    rooted(a.root, c.Etcd.CAFile), CertFile: rooted(a.root, c.Etcd.CertFile), KeyFile: rooted(a.root, c.Etcd.KeyFile),
-		Username: c.Etcd.Username, PasswordFile: rooted(a.root, c.Etcd.PasswordFile),
-		DialTimeout: c.Etcd.DialTimeout.D(),
-	}
-	cli, err := etcdclient.New(eo)
+	cli, err := etcdclient.New(etcdClientOptions(c, a.root))
 	if err != nil {
 		return fmt.Errorf("setting up the etcd client: %w", err)
 	}
@@ -259,27 +253,6 @@ func (a *agent) firstStatus(ctx context.Context, timeout time.Duration) (engine.
 		case <-time.After(2 * time.Second):
 		}
 	}
-}
-
-// driverName is what the agent registers as rpm-ostree's update driver.
-const driverName = "update-agent"
-
-// registerDriver makes rpm-ostree refuse manual upgrades with a pointer to
-// the agent (the registration lives in /run: every start redoes it). A host
-// whose updates another driver (zincati) owns is refused: two drivers
-// would fight over the staged deployment.
-func (a *agent) registerDriver(ctx context.Context) error {
-	st, err := a.os.Client.Status(ctx)
-	if err != nil {
-		return err
-	}
-	if d := st.UpdateDriver; d != nil && d.Name != driverName {
-		return fmt.Errorf("updates on this host are driven by %s (%s): stop and disable it before running update-agent", d.Name, d.Unit)
-	}
-	if err := a.os.Client.RegisterDriver(ctx, driverName); err != nil {
-		a.log.Warn("not registered as rpm-ostree's update driver: manual upgrades are not refused", "err", err)
-	}
-	return nil
 }
 
 // describe is the STATUS= line for a booted and staged deployment.
