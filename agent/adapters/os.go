@@ -110,14 +110,15 @@ func (o OS) Finalize(ctx context.Context, checksum string) error {
 }
 
 // mapFinalize gives rpm-ostree's refusals the engine's meaning, keeping the
-// original error (argv, exit code, stderr) in the chain.
+// original error (argv, exit code, stderr: which says the refusal in
+// rpm-ostree's words) as the message.
 func mapFinalize(err error) error {
 	for _, m := range []struct{ from, to error }{
 		{rpmostree.ErrNoStagedDeployment, engine.ErrNoStagedDeployment},
 		{rpmostree.ErrInhibited, engine.ErrInhibited},
 	} {
 		if errors.Is(err, m.from) {
-			return fmt.Errorf("%w: %w", m.to, err)
+			return rpmostree.Marked(m.to, err)
 		}
 	}
 	return err

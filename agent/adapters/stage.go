@@ -85,7 +85,7 @@ func (a *Stager) Stage(ctx context.Context, t state.Target) error {
 	req := Request(booted, a.Image, t)
 	req.AllowDowngrade = a.AllowDowngrade
 	if _, err := a.run(ctx, s, req); err != nil {
-		return fmt.Errorf("staging %s: %w", t.Checksum, err)
+		return err // agent/stage's errors say "staging"; the engine knows the target
 	}
 	after, err := a.Client.Status(ctx)
 	if err != nil {
@@ -158,7 +158,7 @@ func (p PlainStager) Stage(ctx context.Context, t state.Target) error {
 	req.AllowDowngrade = p.AllowDowngrade
 	res, err := p.Client.Stage(ctx, req)
 	if err != nil {
-		return fmt.Errorf("staging %s: %w", t.Checksum, err)
+		return err // "staging <request>: ..."
 	}
 	if !res.Changed {
 		return fmt.Errorf("staging %s: %w", t.Checksum, errNothingStaged)

@@ -191,7 +191,7 @@ func (d *decider) onPrechecked(ev Prechecked) Action {
 	case ev.Refused && d.pol.RequireSafe:
 		// Waiting would not help (a 1- or 2-member cluster): give the
 		// slot back undrained; the failure count sets the target aside.
-		return d.failedHoldingSlot("precheck", errors.New(ev.Reason))
+		return d.failedHoldingSlot("precheck", fmt.Errorf("%w: %s", ErrRefused, ev.Reason))
 	case ev.Gated != "" && !d.st.HooksRan:
 		return d.wait(d.now.Add(d.pol.RecheckInterval), "holding the slot, not draining yet; reboot gate: "+ev.Gated)
 	case ev.Gated != "":
@@ -240,7 +240,7 @@ func (d *decider) onFinalizeDone(ev FinalizeDone) Action {
 		return d.wait(d.now.Add(d.pol.RebootTimeout), "rebooting into "+d.st.Target.Checksum)
 	case errors.Is(ev.Err, ErrNoStagedDeployment):
 		d.st.Phase, d.st.Locked, d.st.NextCheck = state.Releasing, "", d.now
-		d.st.LastError = "finalizing: " + ev.Err.Error()
+		d.st.LastError = ev.Err.Error() // OS.Finalize's errors say "finalizing"
 		return d.release()
 	case errors.Is(ev.Err, ErrInhibited):
 		// A refused finalize did not unlock: keep the staged update.
@@ -297,7 +297,7 @@ func (d *decider) abortFinalize() Action {
 func (d *decider) verify() Action {
 	d.st.Phase = state.Verifying
 	if b := d.obs.OS.Booted.Checksum; b != d.st.Target.Checksum {
-		act := d.fail("verify", fmt.Errorf("booted %s, expected %s", b, d.st.Target.Checksum))
+		act := d.fail("verify", fmt.Errorf("booted %s after finalizing, expected %s", b, d.st.Target.Checksum))
 		d.st.Phase, d.st.Locked = state.Releasing, ""
 		return d.release().withFailure(act)
 	}
@@ -343,7 +343,9 @@ func (d *decider) fail(step string, err error) Action {
 	f := d.st.Failures[t]
 	f.Count++
 	f.Last = d.now
-	f.LastError = fmt.Sprintf("%s: %v", step, err)
+	// The port's error says what was being done; step labels the failure
+	// (log, metrics) without repeating it in the text.
+	f.LastError = err.Error()
 	f.RetryAt = d.now.Add(d.pol.Retry.Delay(f.Count, d.obs.Rand))
 	f.SetAside = d.pol.MaxFailures > 0 && f.Count >= d.pol.MaxFailures
 	d.st.Failures[t] = f

@@ -2,7 +2,6 @@ package rpmostree
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/update-agent/update-agent/agent/oplog"
@@ -55,8 +54,17 @@ func classify(err error) error {
 	}
 	for _, r := range refusals {
 		if strings.Contains(oe.Stderr, r.fragment) {
-			return fmt.Errorf("%w: %w", r.err, err)
+			return Marked(r.err, err)
 		}
 	}
 	return err
 }
+
+// Marked returns err, which already says in words what sentinel means (the
+// stderr in it), matching sentinel for errors.Is without repeating it.
+func Marked(sentinel, err error) error { return marked{sentinel, err} }
+
+type marked struct{ sentinel, err error }
+
+func (m marked) Error() string   { return m.err.Error() }
+func (m marked) Unwrap() []error { return []error{m.sentinel, m.err} }
