@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/update-agent/update-agent/tests/e2e/rpmpkg"
 	"github.com/update-agent/update-agent/tests/guest"
+	"github.com/update-agent/update-agent/tests/modroot"
 	"github.com/update-agent/update-agent/tests/rpmostree/standintest"
 )
 
@@ -26,7 +26,7 @@ func installAgent(t *testing.T, g *guest.Guest) (version string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	pkg := rpmpkg.Build(t)
-	root := moduleRoot(t)
+	root := modroot.Must(t)
 	stage := filepath.Join(t.TempDir(), "ua-install")
 	if err := os.Mkdir(stage, 0o755); err != nil {
 		t.Fatal(err)
@@ -71,15 +71,6 @@ func installAgent(t *testing.T, g *guest.Guest) (version string) {
 	}
 	g.MustRun(t, strings.Join(script, "\n"))
 	return pkg.Version
-}
-
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil || strings.TrimSpace(string(out)) == "" {
-		t.Fatalf("finding the module root (go env GOMOD): %v", err)
-	}
-	return filepath.Dir(strings.TrimSpace(string(out)))
 }
 
 // assertRunning checks the unit is active and running: for Type=notify,

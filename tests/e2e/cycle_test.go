@@ -15,6 +15,7 @@ import (
 
 	"github.com/update-agent/update-agent/tests/e2e/rpmpkg"
 	"github.com/update-agent/update-agent/tests/guest"
+	"github.com/update-agent/update-agent/tests/modroot"
 	"github.com/update-agent/update-agent/tests/rpmostree/standintest"
 )
 
@@ -55,15 +56,6 @@ Restart=on-failure
 WantedBy=multi-user.target
 `
 
-func cycleModuleRoot(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil || strings.TrimSpace(string(out)) == "" {
-		t.Fatalf("finding the module root (go env GOMOD): %v", err)
-	}
-	return filepath.Dir(strings.TrimSpace(string(out)))
-}
-
 // cycleInstall installs the agent from its RPM (rpmpkg: payload and %post)
 // and builds the rpm-ostree stand-in, mkupdate and a current etcd server on
 // the host to install them in the guest as a real host would have them.
@@ -72,7 +64,7 @@ func cycleInstall(t *testing.T, g *guest.Guest) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	pkg := rpmpkg.Build(t)
-	root := cycleModuleRoot(t)
+	root := modroot.Must(t)
 	stage := filepath.Join(t.TempDir(), "ua-cycle")
 	if err := os.Mkdir(stage, 0o755); err != nil {
 		t.Fatal(err)

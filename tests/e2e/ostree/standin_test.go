@@ -14,6 +14,7 @@ import (
 
 	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/tests/guest"
+	"github.com/update-agent/update-agent/tests/modroot"
 )
 
 const (
@@ -24,21 +25,13 @@ const (
 	updates = guest.DataDir + "/updates"
 )
 
-func moduleRoot(t *testing.T) string {
-	out, err := exec.Command("go", "env", "GOMOD").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v: %s", err, out)
-	}
-	return filepath.Dir(strings.TrimSpace(string(out)))
-}
-
 // installStandin puts the stand-in on the guest in real-sysroot mode (the
 // guest booted ostree= so it selects it): its daemon unit only; ostree's own
 // ostree-finalize-staged.service finalizes at shutdown.
 func installStandin(t *testing.T, g *guest.Guest) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	root := moduleRoot(t)
+	root := modroot.Must(t)
 	dir := filepath.Join(t.TempDir(), "standin")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/update-agent/update-agent/tests/guest"
+	"github.com/update-agent/update-agent/tests/modroot"
 )
 
 // Package is the RPM of this test binary.
@@ -60,7 +61,7 @@ func build() (*Package, error) {
 			return nil, fmt.Errorf("%s not found: the guest e2e installs the RPM (Debian: apt-get install rpm rpm2cpio cpio; .ci/run does)", tool)
 		}
 	}
-	root, err := moduleRoot()
+	root, err := modroot.Dir()
 	if err != nil {
 		return nil, err
 	}
@@ -162,14 +163,6 @@ func (p *Package) Install(t testing.TB, g *guest.Guest) {
 	if got, want := strings.TrimSpace(g.MustRun(t, "update-agent version")), "update-agent "+p.Version; got != want {
 		t.Fatalf("installed update-agent prints %q, want %q", got, want)
 	}
-}
-
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil || strings.TrimSpace(string(out)) == "" {
-		return "", fmt.Errorf("finding the module root (go env GOMOD): %v", err)
-	}
-	return filepath.Dir(strings.TrimSpace(string(out))), nil
 }
 
 // Run runs argv in dir and returns its stdout; the error carries the tail of

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/update-agent/update-agent/tests/e2e/rpmpkg"
 	"github.com/update-agent/update-agent/tests/guest"
+	"github.com/update-agent/update-agent/tests/modroot"
 	"github.com/update-agent/update-agent/tests/rpmostree/standintest"
 )
 
@@ -55,7 +55,7 @@ func setup(t *testing.T) *guest.Guest {
 func install(t *testing.T, g *guest.Guest) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	root, err := moduleRoot()
+	root, err := modroot.Dir()
 	if err != nil {
 		return err
 	}
@@ -135,14 +135,6 @@ func nextUpdate(t *testing.T, g *guest.Guest) {
 	generation++
 	g.MustRun(t, fmt.Sprintf("mkupdate -repo %s -ref os/stable -size %s -files %s -mode bare-user -mutate 1 -workdir %s/mkwork -generation %d >/dev/null",
 		updatesRepo, updateSize, updateFiles, guest.DataDir, generation))
-}
-
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil || strings.TrimSpace(string(out)) == "" {
-		return "", fmt.Errorf("finding the module root: %v", err)
-	}
-	return filepath.Dir(strings.TrimSpace(string(out))), nil
 }
 
 // startStageOnce runs `update-agent stage-once` as a unit (its log goes to

@@ -15,6 +15,7 @@ import (
 
 	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/tests/guest"
+	"github.com/update-agent/update-agent/tests/modroot"
 )
 
 const (
@@ -23,18 +24,10 @@ const (
 	marker  = "/var/lib/standin-reboot-requested"
 )
 
-func moduleRoot(t *testing.T) string {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Dir(strings.TrimSpace(string(out)))
-}
-
 func install(t *testing.T, g *guest.Guest) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	root := moduleRoot(t)
+	root := modroot.Must(t)
 	dir := filepath.Join(t.TempDir(), "standin")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"github.com/update-agent/update-agent/tests/bench/latency"
 	"github.com/update-agent/update-agent/tests/bench/report"
 	"github.com/update-agent/update-agent/tests/guest"
+	"github.com/update-agent/update-agent/tests/modroot"
 )
 
 func main() {
@@ -43,7 +43,7 @@ const putRate = 20
 func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
 	defer cancel()
-	repo, err := moduleRoot()
+	repo, err := modroot.Dir()
 	if err != nil {
 		return err
 	}
@@ -198,21 +198,4 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run the demo from the repository (make demo)")
-		}
-		dir = parent
-	}
 }
