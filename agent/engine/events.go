@@ -85,7 +85,7 @@ func (Started) eventName() string      { return "started" }
 func (Ticked) eventName() string       { return "ticked" }
 func (Recovered) eventName() string    { return "recovered" }
 func (Checked) eventName() string      { return "checked" }
-func (StageDone) eventName() string    { return "staged" }
+func (StageDone) eventName() string    { return "stage_done" }
 func (CleanedUp) eventName() string    { return "cleaned_up" }
 func (OrderQueried) eventName() string { return "order_queried" }
 func (SlotHeld) eventName() string     { return "slot_held" }
