@@ -107,7 +107,7 @@ func rolloutOneMemberDown(t *testing.T, members int) {
 		eng := engine.New(engine.Options{OS: n.host, Stager: n.host, Lock: lk, Cluster: cl,
 			Store: state.Store{Dir: n.stateDir}, BootID: func() (string, error) { return boot, nil },
 			Policy: engine.Policy{CheckInterval: time.Hour, MaxFailures: 3, Retry: engine.Backoff{Base: time.Second, Max: time.Second},
-				LeaderAware: true, MoveLeader: true, RequireSafe: true, RecheckInterval: 100 * time.Millisecond, RebootTimeout: time.Minute},
+				MoveLeader: true, RequireSafe: true, RecheckInterval: 100 * time.Millisecond, RebootTimeout: time.Minute},
 			Log: slog.New(slog.DiscardHandler), BeatInterval: time.Second})
 		ectx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)

@@ -170,8 +170,8 @@ type Policy struct {
 	Retry         Backoff
 	MaxFailures   int // a target failing this many times is set aside
 	Window        Window
-	// LeaderAware: a leader lets its group's followers take slots first.
-	LeaderAware bool
+	// (Followers first is the Cluster port's rule, etcdmember.MayAcquire
+	// with leader.followers_first: the engine always asks it.)
 	// MoveLeader: a leader hands leadership away before finalizing.
 	MoveLeader bool
 	// RequireSafe: no finalize while quorum would be lost or another

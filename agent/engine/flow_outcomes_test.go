@@ -55,7 +55,7 @@ func outcomes() map[[2]string][]string {
 	policies := []func(*Policy){
 		func(*Policy) {},
 		func(p *Policy) { p.Window = never{} },
-		func(p *Policy) { p.LeaderAware, p.MoveLeader = false, false },
+		func(p *Policy) { p.MoveLeader = false },
 		func(p *Policy) { p.RequireSafe = false },
 		func(p *Policy) { p.Disabled = true },
 	}

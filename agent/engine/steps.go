@@ -121,10 +121,7 @@ func (d *decider) staged() Action {
 		}
 		return d.wait(next, "staged; waiting for the reboot window")
 	}
-	if d.pol.LeaderAware {
-		return Action{Kind: ActQueryOrder, Reason: "checking etcd leadership before queueing"}
-	}
-	return d.acquire()
+	return Action{Kind: ActQueryOrder, Reason: "checking etcd leadership before queueing"}
 }
 
 // acquire queues for a slot; Queued is persisted first so that a restart

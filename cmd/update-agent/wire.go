@@ -149,7 +149,6 @@ func (a *agent) policy() engine.Policy {
 		Retry:           engine.Backoff{Base: retryBase, Max: retryMax, Jitter: retryJitter},
 		MaxFailures:     c.Updates.MaxAttempts,
 		Window:          a.window,
-		LeaderAware:     c.Leader.FollowersFirst,
 		MoveLeader:      c.Leader.MoveLeader,
 		RequireSafe:     c.Leader.RequireQuorum,
 		RecheckInterval: recheckInterval,

@@ -90,7 +90,7 @@ func runAgent(s nodeSpec, log *slog.Logger) error {
 		Lock: lk, Cluster: cl, Store: state.Store{Dir: s.StateDir},
 		BootID: func() (string, error) { return s.BootID, nil },
 		Policy: engine.Policy{CheckInterval: 200 * time.Millisecond, Retry: engine.Backoff{Base: time.Second, Max: 5 * time.Second},
-			MaxFailures: 10, LeaderAware: true, MoveLeader: true, RequireSafe: true,
+			MaxFailures: 10, MoveLeader: true, RequireSafe: true,
 			RecheckInterval: 200 * time.Millisecond, RebootTimeout: time.Minute},
 		Log: log, BeatInterval: time.Second,
 	})

@@ -43,8 +43,8 @@ type Options struct {
 	// Policy is every engine's policy. Zero intervals get fast ones: no
 	// checks of their own (CheckInterval 1h: a rollout starts with
 	// UpdateNow), RecheckInterval 200 ms, RebootTimeout 1 min, retries
-	// after 1-5 s. LeaderAware, MoveLeader and RequireSafe are taken as
-	// given; Leader must agree with them.
+	// after 1-5 s. MoveLeader and RequireSafe are taken as given; Leader
+	// (followers first among them) must agree with them.
 	Policy engine.Policy
 	Leader etcdmember.Policy
 	// TTL is the reboot lease (default 20 s).
@@ -57,7 +57,7 @@ type Options struct {
 // LeaderAware is the daemon's default: followers first, leadership moved
 // before the leader reboots, never a reboot that risks quorum.
 func LeaderAware() (engine.Policy, etcdmember.Policy) {
-	return engine.Policy{LeaderAware: true, MoveLeader: true, RequireSafe: true},
+	return engine.Policy{MoveLeader: true, RequireSafe: true},
 		etcdmember.Policy{FollowersFirst: true, MoveLeader: true, RequireQuorum: true}
 }
 
