@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/update-agent/update-agent/agent/gates"
+	"github.com/update-agent/update-agent/agent/systemd"
 )
 
 // Gates is engine.Gates over agent/gates: every evaluation is logged, one
@@ -58,4 +59,15 @@ func (h Host) BootComplete(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	return h.BootDone(ctx)
+}
+
+// SystemdBootComplete is Host.BootDone on a host: systemd's own verdict
+// (boot-complete.target reached), over a connection of its own.
+func SystemdBootComplete(ctx context.Context) (bool, error) {
+	conn, err := systemd.Dial(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	return conn.BootComplete(ctx)
 }

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -129,21 +127,5 @@ func (a *agent) serve(ctx context.Context) error {
 	if err := a.serveFleetLock(ctx); err != nil {
 		return err
 	}
-	addr := a.cfg.Metrics.Listen
-	if addr == "" {
-		return nil
-	}
-	if p, ok := strings.CutPrefix(addr, "unix:"); ok {
-		addr = "unix:" + rooted(a.root, p)
-	}
-	mln, err := control.Listen(addr)
-	if err != nil {
-		return fmt.Errorf("metrics (metrics.listen = %q): %w", a.cfg.Metrics.Listen, err)
-	}
-	go func() {
-		if err := a.metrics.Serve(ctx, mln); err != nil && !errors.Is(err, context.Canceled) {
-			a.log.Error("metrics endpoint stopped", "err", err)
-		}
-	}()
-	return nil
+	return serveMetrics(ctx, a.cfg, a.root, a.metrics, a.log)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -25,7 +24,7 @@ func (a *agent) wireGates() (*adapters.Gates, *adapters.Host, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	host := &adapters.Host{Node: a.node, BootDone: bootComplete, Log: a.log}
+	host := &adapters.Host{Node: a.node, BootDone: adapters.SystemdBootComplete, Log: a.log}
 	if c.Reboot.NotifyUsers {
 		host.Notifier = gates.Notifier{
 			MOTDFile: rooted(a.root, motdFile), Wall: "/usr/bin/wall", Runner: oplog.Runner{Log: a.log},
@@ -60,13 +59,4 @@ func gateChecker(c *config.Config, root string, etcd *clientv3.Client, log *slog
 		chk.Commands = append(chk.Commands, gates.Command{Argv: cmd.Argv, Timeout: cmd.Timeout.D()})
 	}
 	return chk, nil
-}
-
-func bootComplete(ctx context.Context) (bool, error) {
-	conn, err := systemd.Dial(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close()
-	return conn.BootComplete(ctx)
 }
