@@ -27,8 +27,6 @@ type Stager struct {
 	AllowDowngrade bool
 	// Done, when set, is told how each staging went (metrics).
 	Done func(stage.Report, error)
-	// Now stamps the staging report (default time.Now).
-	Now func() time.Time
 
 	mu   sync.Mutex
 	s    *stage.Stager
@@ -113,11 +111,7 @@ func (a *Stager) run(ctx context.Context, s *stage.Stager, req rpmostree.StageRe
 	if a.Done != nil {
 		a.Done(rep, err)
 	}
-	now := time.Now
-	if a.Now != nil {
-		now = a.Now
-	}
-	r := &engine.StagingReport{At: now(), Seconds: rep.Duration.Seconds(), OK: err == nil, Disks: rep.Disks,
+	r := &engine.StagingReport{At: time.Now(), Seconds: rep.Duration.Seconds(), OK: err == nil, Disks: rep.Disks,
 		Guarded: rep.Guarded, Freezes: rep.Guard.Freezes, ForcedThaws: rep.Guard.ForcedThaws, Frozen: rep.Guard.Frozen.Seconds(),
 		Baseline: rep.Baseline, Setup: rep.Setup.Seconds(), WriteRate: rep.Guard.Rate, RateCuts: rep.Guard.RateCuts}
 	if err != nil {
