@@ -367,3 +367,17 @@ func TestDeltaTailIgnoresALoneSlowFsync(t *testing.T) {
 		}
 	}
 }
+
+// After a failed scrape the window's difference is unknown, not etcd's
+// lifetime histogram.
+func TestDeltaAfterAFailedScrapeIsUnknown(t *testing.T) {
+	b := []float64{0.001, 0.5, math.Inf(1)}
+	cur := Reading{At: t0, Hists: map[string]Histogram{MetricWALFsync: {Bounds: b, Counts: []uint64{3000, 3682, 3682}}}}
+	if st, ok := Delta(Reading{}, cur).Latency[SignalWALFsync]; ok {
+		t.Errorf("after a failed scrape: %+v, want no observations", st)
+	}
+	prev := Reading{Hists: map[string]Histogram{MetricWALFsync: {Bounds: b, Counts: []uint64{2990, 3670, 3670}}}}
+	if st := Delta(prev, cur).Latency[SignalWALFsync]; st.N != 12 {
+		t.Errorf("after a good scrape: %+v, want 12 observations", st)
+	}
+}

@@ -41,7 +41,15 @@ func diskSignal(disk string) string { return "disk_await/" + disk }
 func Delta(old, cur Reading) Sample {
 	s := Sample{At: cur.At, Latency: map[string]Stat{}, Kernel: map[string]Stat{}, Stall: -1}
 	for name, h := range cur.Hists {
-		d := h.Sub(old.Hists[name])
+		prev, ok := old.Hists[name]
+		if !ok {
+			// The older reading failed to scrape (etcd too slow to answer
+			// /metrics, which is when it matters): the difference is
+			// unknown. Taking h whole, etcd's lifetime histogram (seen:
+			// 3,682 observations, p99 448 ms), froze staging on history.
+			continue
+		}
+		d := h.Sub(prev)
 		st := Stat{N: d.Total()}
 		st.P99, _ = d.Quantile(TailQuantile(st.N))
 		st.Median, _ = d.Quantile(0.5)
