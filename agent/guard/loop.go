@@ -208,8 +208,17 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 	}()
 
 	var lastErr string
-	read := func() (Reading, bool) {
-		r, err := g.src.Read(ctx)
+	// read is bounded by the next recheck (the end of a freeze): a scrape
+	// that etcd is too slow to answer (its timeout is 2 s) held freezes
+	// capped at 2 s for up to 5.9 s.
+	read := func(recheck time.Time) (Reading, bool) {
+		rctx := ctx
+		if !recheck.IsZero() {
+			var cancel context.CancelFunc
+			rctx, cancel = context.WithTimeout(ctx, max(recheck.Sub(clk.Now()), minRead))
+			defer cancel()
+		}
+		r, err := g.src.Read(rctx)
 		if err != nil && err.Error() != lastErr && ctx.Err() == nil {
 			log.Warn("latency guard: reading inputs", "err", err)
 		}
@@ -219,7 +228,7 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 		}
 		return r, r.Hists != nil || r.Disks != nil || r.Pressure != nil
 	}
-	if r, ok := read(); ok {
+	if r, ok := read(time.Time{}); ok {
 		win.Add(r)
 	}
 	var recheck time.Time
@@ -233,7 +242,7 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 			return st
 		case <-clk.After(wait):
 		}
-		r, ok := read()
+		r, ok := read(recheck)
 		if !ok {
 			// Nothing read: let the controller see time pass so a freeze
 			// still ends at its cap.
@@ -282,6 +291,9 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 		}
 	}
 }
+
+// minRead is the least time a read gets when a recheck is near.
+const minRead = 100 * time.Millisecond
 
 func (g *Guard) each(ctx context.Context, what string, f func(context.Context, string) error) error {
 	var errs []error

@@ -395,3 +395,62 @@ func TestLoopPacesTheWriteRate(t *testing.T) {
 		t.Errorf("rate decisions not logged:\n%s", log.String())
 	}
 }
+
+// deadlineSource records whether each read was bounded and by how much.
+type deadlineSource struct {
+	*scriptSource
+	fz     *fakeFreezer
+	mu     sync.Mutex
+	bounds []time.Duration // of the reads while frozen; -1: no deadline
+}
+
+func (d *deadlineSource) Read(ctx context.Context) (Reading, error) {
+	b := time.Duration(-1)
+	if dl, ok := ctx.Deadline(); ok {
+		b = time.Until(dl)
+	}
+	if d.fz.state()["update-agent-staging.service"] {
+		d.mu.Lock()
+		d.bounds = append(d.bounds, b)
+		d.mu.Unlock()
+	}
+	return d.scriptSource.Read(ctx)
+}
+
+// While frozen, a read may not outlast the freeze's cap: a scrape etcd is
+// too slow to answer (2 s timeout) once held 2 s freezes for 5.9 s.
+func TestLoopReadsWhileFrozenAreBoundedByTheCap(t *testing.T) {
+	lat := func(time.Duration) time.Duration { return 100 * time.Millisecond }
+	var log strings.Builder
+	clk := clockwork.NewFakeClockAt(t0)
+	fz := &fakeFreezer{clk: clk, start: t0, fail: map[string]bool{}}
+	src := &deadlineSource{scriptSource: &scriptSource{clk: clk, start: t0, latency: lat}, fz: fz}
+	g, err := New(Options{
+		LearnFor: 5 * time.Second, Units: []string{"update-agent-staging.service"},
+		Clock: clk, Log: slog.New(slog.NewTextHandler(&log, nil)),
+	}, src, fz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Stats, 1)
+	go func() {
+		done <- g.Run(ctx, Baseline{"wal_fsync": {P99: 5 * time.Millisecond, Median: 2 * time.Millisecond}})
+	}()
+	drive(t, clk, 6*time.Second)
+	if fz.count("freeze") == 0 {
+		t.Fatalf("never frozen: %v\n%s", fz.calls, log.String())
+	}
+	cancel()
+	<-done
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if len(src.bounds) == 0 {
+		t.Fatal("no read while frozen")
+	}
+	for _, b := range src.bounds {
+		if b < 0 || b > 2*time.Second {
+			t.Errorf("a read while frozen was bounded by %v (-1: not at all), want at most the 2s cap", b)
+		}
+	}
+}
