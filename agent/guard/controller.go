@@ -24,6 +24,9 @@ type Sample struct {
 	// Latency holds etcd's signals (wal_fsync, backend_commit): they decide
 	// whenever any of them has observations in the window.
 	Latency map[string]Stat
+	// Hists are the window's histograms of Latency's signals, for counts
+	// above a threshold.
+	Hists map[string]Histogram
 	// Kernel holds disk await per disk ("disk_await/vdb"); it decides when
 	// etcd is not watched or completed nothing in the window (an fsync
 	// stuck for longer than the window is observed only when it ends).

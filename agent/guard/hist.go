@@ -80,6 +80,28 @@ func (h Histogram) Quantile(q float64) (time.Duration, bool) {
 	return secs(lo + (h.Bounds[i]-lo)*(rank-float64(below))/float64(in)), true
 }
 
+// Above estimates how many observations were slower than t, counting the
+// share of t's bucket above it as Quantile interpolates (evenly spread).
+func (h Histogram) Above(t time.Duration) float64 {
+	x := t.Seconds()
+	n := h.Total()
+	below := 0.0
+	lo, cum := 0.0, uint64(0)
+	for i, b := range h.Bounds {
+		in := h.Counts[i] - cum
+		switch {
+		case math.IsInf(b, 1):
+			// The overflow bucket is above every finite t past lo.
+		case b <= x:
+			below += float64(in)
+		case lo < x:
+			below += float64(in) * (x - lo) / (b - lo)
+		}
+		lo, cum = b, h.Counts[i]
+	}
+	return float64(n) - below
+}
+
 // TailQuantile is the quantile a window of n observations reports as its
 // p99: 0.99 from 100 observations up, and below that the second slowest
 // (at least the median). The guard's windows hold about 25 of etcd's

@@ -177,6 +177,7 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 	clk, log := g.o.Clock, g.o.Log
 	var rate RateState
 	win := Window{Span: g.o.Window}
+	long := Window{Span: RateWindow}
 	everFrozen := false
 	rateCuts := 0
 	defer func() {
@@ -230,6 +231,7 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 	}
 	if r, ok := read(time.Time{}); ok {
 		win.Add(r)
+		long.Add(r)
 	}
 	var recheck time.Time
 	for {
@@ -248,6 +250,7 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 			// still ends at its cap.
 			r = Reading{At: clk.Now()}
 		}
+		ls, longOK := long.Add(r)
 		s, ok := win.Add(r)
 		if !ok {
 			continue
@@ -261,9 +264,15 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 			if !cfg.StallOwn {
 				rs.Stall = -1 // the host's stall share counts the stager's own waits
 			}
-			rate, rd = StepRate(g.o.Rate.Config, base, rate, RateInput{Sample: rs, StallBase: g.stallBase, Written: s.Written})
+			in := RateInput{Sample: rs, StallBase: g.stallBase, Written: s.Written}
+			if longOK {
+				in.Long = ls
+			}
+			rate, rd = StepRate(g.o.Rate.Config, base, rate, in)
 			if rate.LastCut != lastCut {
 				rateCuts++
+				// What comes after a cut is judged on its own.
+				long.Cut()
 			}
 			if rd.Changed || first {
 				log.Info("staging write rate", rd.LogAttrs()...)
@@ -280,12 +289,14 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 				log.Warn("latency guard: freezing", "err", err)
 			}
 			win.Cut()
+			long.Cut()
 		case Thaw:
 			log.Info("latency guard decision", d.LogAttrs()...)
 			if err := g.thawAll(ctx); err != nil {
 				log.Warn("latency guard: thawing", "err", err)
 			}
 			win.Cut()
+			long.Cut()
 		default:
 			log.Debug("latency guard decision", d.LogAttrs()...)
 		}

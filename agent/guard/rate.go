@@ -2,6 +2,7 @@ package guard
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -28,8 +29,13 @@ type RateConfig struct {
 	// Backoff multiplies the rate on congestion (default 0.5).
 	Backoff float64
 	// Target: congestion when a signal's p99 exceeds Target times its
-	// baseline p99 (default 1.3: the product's promise).
+	// baseline p99 (default 1.3: the product's promise). Over the long
+	// window (RateInput.Long) that reads: more than Excess of the
+	// observations slower than Target x baseline p99, beyond chance.
 	Target float64
+	// Excess is the share of observations above the target that the
+	// promise allows (default 0.01: a p99 at the target).
+	Excess float64
 	// MinP99 floors the baseline p99, as Config.MinP99 (default 2ms).
 	MinP99 time.Duration
 	// StallTarget: congestion when etcd's stall share exceeds the learned
@@ -78,6 +84,7 @@ func (c RateConfig) WithDefaults() RateConfig {
 	defU(&c.Step, 250_000)
 	defF(&c.Backoff, 0.5)
 	defF(&c.Target, 1.3)
+	defF(&c.Excess, 0.01)
 	defF(&c.StallTarget, 0.1)
 	defF(&c.Headroom, 2)
 	defF(&c.QueueHold, 4)
@@ -101,6 +108,8 @@ func (c RateConfig) Validate() error {
 		return fmt.Errorf("rate target %g: want > 1", c.Target)
 	case c.Headroom < 1:
 		return fmt.Errorf("rate headroom %g: want >= 1", c.Headroom)
+	case c.Excess <= 0 || c.Excess >= 0.5:
+		return fmt.Errorf("rate excess share %g: want (0, 0.5)", c.Excess)
 	}
 	return nil
 }
@@ -119,9 +128,13 @@ type RateState struct {
 // RateInput is what one step sees: the guard's sample (etcd's latency,
 // disk await, etcd's stall share), the stall share learned before
 // staging (-1: none), and the write rate the staging disks achieved over
-// the sample (bytes/s, 0: unknown).
+// the sample (bytes/s, 0: unknown). Long is the same over a longer window
+// (RateWindow, since the last cut) whose histograms, when present, decide
+// etcd's congestion instead of Sample's p99: a second holds about 25 of
+// etcd's fsyncs, too few to tell a p99 from chance.
 type RateInput struct {
 	Sample    Sample
+	Long      Sample
 	StallBase float64
 	Written   float64
 }
@@ -140,6 +153,21 @@ type RateDecision struct {
 	Stall      float64
 	QueueDepth float64
 	Congested  bool
+	// Over is how many of the long window's N observations of Signal were
+	// slower than TargetP99, against OverLimit allowed (0: not counted).
+	Over, OverLimit float64
+	N               uint64
+}
+
+// RateWindow is the long window's span.
+const RateWindow = 5 * time.Second
+
+// excessLimit is how many of n observations may be above the target by
+// chance when a share e is allowed: the mean plus two standard deviations
+// (binomial, e small) plus one, so a handful is never congestion.
+func excessLimit(n uint64, e float64) float64 {
+	m := e * float64(n)
+	return m + 2*math.Sqrt(m) + 1
 }
 
 // LogAttrs are the decision's numbers as slog key/value pairs.
@@ -147,6 +175,9 @@ func (d RateDecision) LogAttrs() []any {
 	a := []any{"write_rate_mbps", round3(float64(d.Rate) / 1e6), "reason", d.Reason, "congested", d.Congested}
 	if d.Signal != "" && d.TargetP99 > 0 {
 		a = append(a, "signal", d.Signal, "p99_ms", ms(d.Value), "target_ms", ms(d.TargetP99))
+		if d.OverLimit > 0 {
+			a = append(a, "over_target", round3(d.Over), "over_allowed", round3(d.OverLimit), "observations", d.N)
+		}
 	} else if d.Signal != "" {
 		a = append(a, "signal", d.Signal)
 	}
@@ -176,9 +207,21 @@ func (c RateConfig) congestion(base Baseline, in RateInput) (d RateDecision, kno
 		}
 		known = true
 		tgt := time.Duration(c.Target * float64(max(b.P99, c.MinP99)))
-		if r := float64(st.P99) / float64(tgt); r > worst {
+		r := float64(st.P99) / float64(tgt)
+		var over, limit float64
+		var n uint64
+		if h, ok := in.Long.Hists[name]; ok && h.Total() > 0 {
+			// Counted over the long window: congested when more of its
+			// observations beat the target than the promise and chance
+			// allow, however slow the slowest was.
+			n = h.Total()
+			over, limit = h.Above(tgt), excessLimit(n, c.Excess)
+			r = over / limit
+		}
+		if r > worst {
 			worst = r
 			d.Signal, d.Value, d.TargetP99 = name, st.P99, tgt
+			d.Over, d.OverLimit, d.N = over, limit, n
 		}
 	}
 	d.Congested = worst > 1

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -81,5 +82,55 @@ func TestRateConfigValidate(t *testing.T) {
 	}
 	if err := (RateConfig{}).Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+}
+
+// Over the long window etcd's congestion is a count: how many of its
+// observations beat the target (1.3 x the learned p99), against the share
+// the promise allows plus chance. The slowest one alone decides nothing.
+func TestStepRateCountsOverTheLongWindow(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	base := Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 4 * time.Millisecond, N: 100}}
+	steady := RateState{Started: true, Rate: 10_000_000, LastRaise: t0, LastCut: t0.Add(-time.Minute), CutFrom: 12_000_000}
+	// 125 fsyncs over 5 s (etcd's buckets: ..., 8, 16, 32 ms, ...): fast
+	// ones at 4-8 ms, slow ones at 16-32 ms (all above the 13 ms target).
+	long := func(slow uint64) Sample {
+		h := Histogram{Bounds: []float64{0.004, 0.008, 0.016, 0.032, math.Inf(1)}}
+		h.Counts = []uint64{0, 125 - slow, 125 - slow, 125, 125}
+		return Sample{Hists: map[string]Histogram{SignalWALFsync: h}}
+	}
+	// The short window's second slowest is over target in both cases.
+	short := Sample{At: t0.Add(time.Second), Latency: map[string]Stat{SignalWALFsync: {P99: 20 * time.Millisecond, Median: 5 * time.Millisecond, N: 25}}, Stall: -1}
+	for _, c := range []struct {
+		slow   uint64
+		reason string
+	}{
+		{3, "calm: probing up"},           // 2.4%: within 1% of 125 plus chance (4.5)
+		{4, "calm: probing up"},           // 3.2%
+		{5, "etcd over target: cutting"},  // 4%: beyond chance
+		{30, "etcd over target: cutting"}, // a queue building up
+	} {
+		_, d := StepRate(RateConfig{}, base, steady, RateInput{Sample: short, Long: long(c.slow)})
+		if d.Reason != c.reason {
+			t.Errorf("%d of 125 slow: %q (over %.2f, allowed %.2f), want %q", c.slow, d.Reason, d.Over, d.OverLimit, c.reason)
+		}
+	}
+}
+
+func TestHistogramAbove(t *testing.T) {
+	h := Histogram{Bounds: []float64{0.001, 0.002, 0.004, math.Inf(1)}, Counts: []uint64{10, 30, 40, 42}}
+	for _, c := range []struct {
+		t    time.Duration
+		want float64
+	}{
+		{0, 42},
+		{time.Millisecond, 32},
+		{1500 * time.Microsecond, 22}, // half of the 1-2 ms bucket's 20
+		{4 * time.Millisecond, 2},     // the overflow
+		{time.Second, 2},
+	} {
+		if got := h.Above(c.t); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("Above(%v) = %g, want %g", c.t, got, c.want)
+		}
 	}
 }

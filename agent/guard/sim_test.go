@@ -2,6 +2,8 @@ package guard
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -51,6 +53,9 @@ type sim struct {
 	fsyncStart time.Duration
 	fsyncLat   []time.Duration // all
 	fsyncAt    []time.Duration // completion times, for windows
+	// jitter is added to each fsync as etcd measures it (the CPU: under
+	// TCG a goroutine waits for a host core after its fsync returned).
+	jitter func() time.Duration
 
 	// bulk writer
 	bulkOn      bool
@@ -115,7 +120,11 @@ func (s *sim) step() {
 		s.nextFsync += s.fsyncEvery
 		s.submit(&simReq{bytes: 4096, fsync: true, completion: func(now time.Duration) {
 			s.submit(&simReq{bytes: 0, fsync: true, completion: func(now time.Duration) {
-				s.fsyncLat = append(s.fsyncLat, now-s.fsyncStart)
+				l := now - s.fsyncStart
+				if s.jitter != nil {
+					l += s.jitter()
+				}
+				s.fsyncLat = append(s.fsyncLat, l)
 				s.fsyncAt = append(s.fsyncAt, now)
 				s.fsyncBusy = false
 			}})
@@ -151,6 +160,36 @@ func (s *sim) run(d time.Duration, every time.Duration, f func()) {
 	}
 }
 
+// learned is the baseline the guard learns from l: from etcd's histogram,
+// as the keeper and Learn do.
+func learned(l []time.Duration) Baseline {
+	h := etcdHist(l)
+	p, _ := h.Quantile(0.99)
+	m, _ := h.Quantile(0.5)
+	return Baseline{SignalWALFsync: {P99: p, Median: m, N: h.Total()}}
+}
+
+// etcdHist is l as etcd's WAL fsync histogram: buckets doubling from 1 ms.
+func etcdHist(l []time.Duration) Histogram {
+	var h Histogram
+	for b := 0.001; b < 10; b *= 2 {
+		h.Bounds = append(h.Bounds, b)
+	}
+	h.Bounds = append(h.Bounds, math.Inf(1))
+	h.Counts = make([]uint64, len(h.Bounds))
+	for _, v := range l {
+		for i, b := range h.Bounds {
+			if v.Seconds() <= b {
+				for j := i; j < len(h.Counts); j++ {
+					h.Counts[j]++
+				}
+				break
+			}
+		}
+	}
+	return h
+}
+
 func p99(l []time.Duration) time.Duration { return quantileOf(l, 0.99) }
 
 func quantileOf(l []time.Duration, q float64) time.Duration {
@@ -159,7 +198,8 @@ func quantileOf(l []time.Duration, q float64) time.Duration {
 	}
 	c := slices.Clone(l)
 	slices.Sort(c)
-	return c[min(int(q*float64(len(c))), len(c)-1)]
+	// The rank q x n, counted from one, as Histogram.Quantile counts it.
+	return c[min(max(int(math.Ceil(q*float64(len(c))))-1, 0), len(c)-1)]
 }
 
 // controlled runs the disk with the bulk writer paced by StepRate for d and
@@ -181,6 +221,7 @@ func (s *sim) controlled(t *testing.T, cfg RateConfig, base Baseline, d time.Dur
 	}
 	var snaps []snap
 	var rates []uint64
+	longFrom := len(s.fsyncLat)
 	window := time.Second
 	s.run(d, 250*time.Millisecond, func() {
 		snaps = append(snaps, snap{s.now, len(s.fsyncLat), s.ios, s.ticks, s.written, s.queued})
@@ -195,7 +236,8 @@ func (s *sim) controlled(t *testing.T, cfg RateConfig, base Baseline, d time.Dur
 		lat := s.fsyncLat[old.fsyncs:]
 		sample := Sample{At: time.Unix(0, 0).Add(s.now), Latency: map[string]Stat{}, Kernel: map[string]Stat{}, Stall: -1}
 		if len(lat) > 0 && etcdSeen {
-			sample.Latency[SignalWALFsync] = Stat{P99: p99(lat), Median: quantileOf(lat, 0.5), N: uint64(len(lat))}
+			// The window's tail as Delta estimates it from etcd's histogram.
+			sample.Latency[SignalWALFsync] = Stat{P99: quantileOf(lat, TailQuantile(uint64(len(lat)))), Median: quantileOf(lat, 0.5), N: uint64(len(lat))}
 		}
 		if n := s.ios - old.ios; n > 0 {
 			aw := (s.ticks - old.ticks) / time.Duration(n)
@@ -206,8 +248,25 @@ func (s *sim) controlled(t *testing.T, cfg RateConfig, base Baseline, d time.Dur
 			written = float64(s.written-old.written) / dt
 			sample.QueueDepth = (s.queued - old.queued).Seconds() / dt
 		}
+		// The long window, as the loop keeps it: RateWindow back, or
+		// since the last cut.
+		in := RateInput{Sample: sample, StallBase: -1, Written: written}
+		if etcdSeen {
+			from := longFrom
+			for j := len(s.fsyncAt) - 1; j >= longFrom; j-- {
+				if s.now-s.fsyncAt[j] > RateWindow {
+					from = j + 1
+					break
+				}
+			}
+			in.Long = Sample{Hists: map[string]Histogram{SignalWALFsync: etcdHist(s.fsyncLat[from:])}}
+		}
 		var dec RateDecision
-		st, dec = StepRate(cfg, base, st, RateInput{Sample: sample, StallBase: -1, Written: written})
+		lastCut := st.LastCut
+		st, dec = StepRate(cfg, base, st, in)
+		if st.LastCut != lastCut {
+			longFrom = len(s.fsyncLat)
+		}
 		if dec.Changed {
 			t.Logf("%6.2fs %s", s.now.Seconds(), attrs(dec.LogAttrs()))
 		}
@@ -228,7 +287,7 @@ func TestRateControllerOnSimulatedDisks(t *testing.T) {
 			// Alone: what the guard would learn before staging.
 			alone := newSim(disk)
 			alone.run(30*time.Second, 0, nil)
-			aloneP99, aloneMed := p99(alone.fsyncLat), quantileOf(alone.fsyncLat, 0.5)
+			aloneP99 := p99(alone.fsyncLat)
 
 			// Unpaced: the bulk writer fills the device queue.
 			plain := newSim(disk)
@@ -239,9 +298,14 @@ func TestRateControllerOnSimulatedDisks(t *testing.T) {
 
 			paced := newSim(disk)
 			paced.run(5*time.Second, 0, nil) // etcd running before staging
-			base := Baseline{SignalWALFsync: {P99: aloneP99, Median: aloneMed, N: uint64(len(alone.fsyncLat))}}
+			base := learned(alone.fsyncLat)
 			lat, done, rates := paced.controlled(t, RateConfig{}, base, 120*time.Second, true)
 			pacedP99 := p99(lat)
+			// As etcd reports it, and as the bench measures it: from the
+			// histogram (buckets doubling from 1 ms, which is all the guard
+			// can resolve), against what the guard learned from one.
+			hp, _ := etcdHist(lat).Quantile(0.99)
+			t.Logf("from etcd's histogram: learned p99 %s, paced %s (x%.2f)", base[SignalWALFsync].P99, hp, ratio(hp, base[SignalWALFsync].P99))
 			pacedMBps := float64(done) / 120 / 1e6
 			t.Logf("fsync p99: alone %s, unpaced %s (x%.1f), paced %s (x%.2f); bulk MB/s: unpaced %.1f, paced %.1f; final rate %.1f MB/s",
 				aloneP99, plainP99, ratio(plainP99, aloneP99), pacedP99, ratio(pacedP99, aloneP99), plainMBps, pacedMBps, float64(rates[len(rates)-1])/1e6)
@@ -251,8 +315,8 @@ func TestRateControllerOnSimulatedDisks(t *testing.T) {
 			}
 			// The promise is 1.3x at the median of real runs; in the
 			// simulation the bound covers the probing the loop does.
-			if r := ratio(pacedP99, aloneP99); r > 2 {
-				t.Errorf("paced fsync p99 %s is x%.2f of alone %s, want <= x2", pacedP99, r, aloneP99)
+			if r := ratio(hp, base[SignalWALFsync].P99); r > 2 {
+				t.Errorf("paced fsync p99 %s (etcd's histogram) is x%.2f of the learned %s, want <= x2", hp, r, base[SignalWALFsync].P99)
 			}
 			if pacedMBps < 0.6*plainMBps {
 				t.Errorf("paced bulk writer made %.1f MB/s, want >= 60%% of unpaced %.1f MB/s", pacedMBps, plainMBps)
@@ -271,6 +335,49 @@ func TestRateControllerOnSimulatedDisks(t *testing.T) {
 				t.Errorf("paced on the queue alone, the bulk writer made %.1f MB/s, want >= 60%% of unpaced %.1f MB/s", blindMBps, plainMBps)
 			}
 		})
+	}
+}
+
+// A client whose latency has a heavy tail of its own (2% of fsyncs 30-60
+// ms late: the CPU, not the disk) must not keep staging at its floor on a
+// disk with room to spare: the guard's windows hold few fsyncs, and their
+// slowest is late by chance alone. Measured on the TCG guest before the
+// window's tail was its second slowest: the rate pinned at 1-1.25 MB/s on
+// a 20 MB/s disk with its queue under one request deep.
+func TestRateControllerIgnoresTheClientsOwnJitter(t *testing.T) {
+	disk := simDisk{name: "3000 IOPS, 125 MB/s", iops: 3000, bps: 125e6, latency: time.Millisecond}
+	rng := rand.New(rand.NewPCG(7, 8))
+	jitter := func() time.Duration {
+		if rng.Float64() < 0.02 {
+			return 30*time.Millisecond + time.Duration(rng.Int64N(int64(30*time.Millisecond)))
+		}
+		return 0
+	}
+	alone := newSim(disk)
+	alone.jitter = jitter
+	alone.run(30*time.Second, 0, nil)
+	base := learned(alone.fsyncLat)
+
+	plain := newSim(disk)
+	plain.jitter = jitter
+	plain.bulkOn = true
+	plain.run(60*time.Second, 0, nil)
+	plainMBps := float64(plain.bulkDone) / 60 / 1e6
+
+	paced := newSim(disk)
+	paced.jitter = jitter
+	paced.run(5*time.Second, 0, nil)
+	lat, done, _ := paced.controlled(t, RateConfig{}, base, 120*time.Second, true)
+	pacedMBps := float64(done) / 120 / 1e6
+	hp, _ := etcdHist(lat).Quantile(0.99)
+	t.Logf("learned p99 %s; unpaced %.1f MB/s; paced %.1f MB/s, fsync p99 %s (x%.2f)", base[SignalWALFsync].P99, plainMBps, pacedMBps, hp, ratio(hp, base[SignalWALFsync].P99))
+	if pacedMBps < 0.6*plainMBps {
+		t.Errorf("paced on a jittery client, the bulk writer made %.1f MB/s, want >= 60%% of unpaced %.1f MB/s", pacedMBps, plainMBps)
+	}
+	// Not cutting on jitter must not mean not cutting: the bound leaves
+	// room for the probing, as on the smooth disks.
+	if r := ratio(hp, base[SignalWALFsync].P99); r > 1.5 {
+		t.Errorf("paced fsync p99 x%.2f of the learned, want <= x1.5", r)
 	}
 }
 

@@ -39,7 +39,7 @@ func diskSignal(disk string) string { return "disk_await/" + disk }
 
 // Delta turns two readings into a sample of what happened between them.
 func Delta(old, cur Reading) Sample {
-	s := Sample{At: cur.At, Latency: map[string]Stat{}, Kernel: map[string]Stat{}, Stall: -1}
+	s := Sample{At: cur.At, Latency: map[string]Stat{}, Kernel: map[string]Stat{}, Hists: map[string]Histogram{}, Stall: -1}
 	for name, h := range cur.Hists {
 		prev, ok := old.Hists[name]
 		if !ok {
@@ -54,6 +54,7 @@ func Delta(old, cur Reading) Sample {
 		st.P99, _ = d.Quantile(TailQuantile(st.N))
 		st.Median, _ = d.Quantile(0.5)
 		s.Latency[histSignal(name)] = st
+		s.Hists[histSignal(name)] = d
 	}
 	dt := cur.At.Sub(old.At).Seconds()
 	for disk, ds := range cur.Disks {
