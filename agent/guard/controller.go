@@ -41,6 +41,8 @@ type Sample struct {
 	// QueueDepth is the deepest mean device queue (requests in flight)
 	// among the disks over the window.
 	QueueDepth float64
+	// MetricsTimeout: the newest scrape of etcd's metrics timed out.
+	MetricsTimeout bool
 }
 
 // Baseline is each signal's normal p99 and median, learned before staging

@@ -61,6 +61,12 @@ func (in *Inputs) Read(ctx context.Context) (Reading, error) {
 		h, err := in.fetch(ctx)
 		if err != nil {
 			errs = append(errs, err)
+			// etcd did not answer in time, while the reader could wait: a
+			// sign of its own (a member too starved to serve /metrics in
+			// 2 s serves its peers no better). A read cut short by the
+			// caller (a freeze ending) says nothing about etcd.
+			var te interface{ Timeout() bool }
+			r.MetricsTimeout = ctx.Err() == nil && errors.As(err, &te) && te.Timeout()
 		}
 		r.Hists = h
 		in.lastScrape, in.lastHists = r.At, h

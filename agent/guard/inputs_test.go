@@ -381,3 +381,35 @@ func TestDeltaAfterAFailedScrapeIsUnknown(t *testing.T) {
 		t.Errorf("after a good scrape: %+v, want 12 observations", st)
 	}
 }
+
+// A scrape etcd does not answer in time is a sign of its own; one the
+// caller cut short (a freeze ending) is not.
+func TestReadMarksAMetricsTimeout(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	in := &Inputs{MetricsURL: srv.URL, HTTP: &http.Client{Timeout: 50 * time.Millisecond}}
+	r, err := in.Read(context.Background())
+	if err == nil || !r.MetricsTimeout {
+		t.Errorf("etcd silent past the client's timeout: MetricsTimeout %v, err %v", r.MetricsTimeout, err)
+	}
+	if s := Delta(Reading{}, r); !s.MetricsTimeout {
+		t.Error("the sample lost the timeout")
+	}
+	in = &Inputs{MetricsURL: srv.URL, HTTP: &http.Client{Timeout: time.Minute}}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if r, err := in.Read(ctx); err == nil || r.MetricsTimeout {
+		t.Errorf("read cut short by its caller: MetricsTimeout %v, err %v", r.MetricsTimeout, err)
+	}
+	refused := &Inputs{MetricsURL: "http://127.0.0.1:1/metrics"}
+	if r, err := refused.Read(context.Background()); err == nil || r.MetricsTimeout {
+		t.Errorf("etcd not listening: MetricsTimeout %v, err %v", r.MetricsTimeout, err)
+	}
+}

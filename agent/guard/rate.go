@@ -225,6 +225,11 @@ func (c RateConfig) congestion(base Baseline, in RateInput) (d RateDecision, kno
 		}
 	}
 	d.Congested = worst > 1
+	if in.Sample.MetricsTimeout {
+		// Seen on the TCG guest: scrapes timing out for minutes while the
+		// device queue alone said calm, and the rate probed up.
+		known, d.Congested, d.Signal = true, true, "metrics_timeout"
+	}
 	stallKnown := in.Sample.Stall >= 0 && c.StallTarget > 0
 	if !known && !stallKnown && len(in.Sample.Kernel) > 0 && c.QueueHold > 0 {
 		known = true
@@ -269,8 +274,11 @@ func StepRate(cfg RateConfig, base Baseline, st RateState, in RateInput) (RateSt
 		st.Rate = max(uint64(float64(st.Rate)*cfg.Backoff), cfg.Min)
 		st.SlowStart, st.LastCut = false, now
 		d.Reason = "etcd over target: cutting"
-		if d.Signal == "device_queue" {
+		switch d.Signal {
+		case "device_queue":
 			d.Reason = "device queue too deep: cutting"
+		case "metrics_timeout":
+			d.Reason = "etcd did not answer its metrics in time: cutting"
 		}
 	case !st.LastCut.IsZero() && sinceCut < cfg.Cooldown:
 		d.Reason = "calm, waiting out the last cut"

@@ -51,6 +51,8 @@ func TestStepRate(t *testing.T) {
 			steady, RateInput{Sample: Sample{At: at(1), Stall: -1, QueueDepth: 20, Latency: map[string]Stat{SignalWALFsync: {P99: 5 * time.Millisecond, N: 20}}}}, 10_000_000, "calm, but the device queue is 20.0 deep: holding", false},
 		{"nothing observed: hold",
 			steady, RateInput{Sample: Sample{At: at(1), Stall: -1}}, 10_000_000, "no signal in the window: holding", false},
+		{"etcd too slow to serve its metrics is a cut, whatever the device queue says",
+			steady, RateInput{Sample: Sample{At: at(1), Stall: -1, MetricsTimeout: true, QueueDepth: 1, Kernel: map[string]Stat{"disk_await/vdb": {P99: 4 * time.Millisecond, N: 50}}}}, 5_000_000, "etcd did not answer its metrics in time: cutting", true},
 		{"etcd silent: disk await does not decide (it counts the stager's own requests), the queue does",
 			RateState{Started: true, Rate: 10_000_000, LastRaise: at(0)},
 			RateInput{Sample: Sample{At: at(1), Stall: -1, QueueDepth: 3, Kernel: map[string]Stat{"disk_await/vdb": {P99: 400 * time.Millisecond, N: 50}}}}, 10_250_000, "calm: probing up", true},

@@ -12,6 +12,8 @@ type Reading struct {
 	Hists    map[string]Histogram // by metric name
 	Disks    map[string]DiskStat  // by kernel disk name
 	Pressure *Pressure
+	// MetricsTimeout: etcd did not answer its metrics in time.
+	MetricsTimeout bool
 }
 
 // Signal names used in samples and baselines: etcd's histograms by their
@@ -39,7 +41,7 @@ func diskSignal(disk string) string { return "disk_await/" + disk }
 
 // Delta turns two readings into a sample of what happened between them.
 func Delta(old, cur Reading) Sample {
-	s := Sample{At: cur.At, Latency: map[string]Stat{}, Kernel: map[string]Stat{}, Hists: map[string]Histogram{}, Stall: -1}
+	s := Sample{At: cur.At, Latency: map[string]Stat{}, Kernel: map[string]Stat{}, Hists: map[string]Histogram{}, Stall: -1, MetricsTimeout: cur.MetricsTimeout}
 	for name, h := range cur.Hists {
 		prev, ok := old.Hists[name]
 		if !ok {
