@@ -27,6 +27,11 @@ func (d *decider) onChecked(ev Checked) Action {
 		return d.checkedWhileStaged(ev)
 	}
 	d.st.Phase = state.Idle
+	if errors.Is(ev.Err, ErrBusy) {
+		d.st.LastError = fmt.Sprintf("checking for updates: %v", ev.Err)
+		d.st.NextCheck = d.now.Add(d.pol.RecheckInterval)
+		return d.wait(d.st.NextCheck, "busy: "+d.st.LastError)
+	}
 	if ev.Err != nil {
 		d.st.LastError = fmt.Sprintf("checking for updates: %v", ev.Err)
 		d.st.NextCheck = d.now.Add(d.pol.Retry.Delay(1, d.obs.Rand))
