@@ -106,7 +106,7 @@ func (o OS) Finalize(ctx context.Context, checksum string) error {
 		// its result) already unlocked it and started the reboot.
 		return nil
 	}
-	return mapFinalize(err)
+	return mapBusy(mapFinalize(err))
 }
 
 // mapFinalize gives rpm-ostree's refusals the engine's meaning, keeping the

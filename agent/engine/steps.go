@@ -247,6 +247,12 @@ func (d *decider) onFinalizeDone(ev FinalizeDone) Action {
 	case errors.Is(ev.Err, ErrInhibited):
 		// A refused finalize did not unlock: keep the staged update.
 		return d.failedHoldingSlot("finalize", ev.Err)
+	case errors.Is(ev.Err, ErrBusy):
+		// Refused before anything changed (the staged update is still
+		// locked) while somebody else's transaction runs: not a failure.
+		// Keep the slot and go through the last checks again after it.
+		d.st.Phase, d.st.LastError = state.HoldingSlot, ev.Err.Error()
+		return d.wait(d.now.Add(d.pol.RecheckInterval), "busy: "+ev.Err.Error()+"; finalizing again after it")
 	}
 	// Already unlocked, another checksum, or unknown: the staged deployment
 	// may be unlocked. Discard it and stage again; the failure count bounds
