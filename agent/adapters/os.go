@@ -59,7 +59,7 @@ func (o OS) Check(ctx context.Context) (*state.Target, error) {
 	}
 	r, err := o.Client.Check(ctx)
 	if err != nil {
-		return nil, err
+		return nil, mapBusy(err)
 	}
 	if !r.Available {
 		return nil, nil
@@ -106,7 +106,7 @@ func (o OS) Finalize(ctx context.Context, checksum string) error {
 		// its result) already unlocked it and started the reboot.
 		return nil
 	}
-	return mapFinalize(err)
+	return mapBusy(mapFinalize(err))
 }
 
 // mapFinalize gives rpm-ostree's refusals the engine's meaning, keeping the
@@ -120,6 +120,15 @@ func mapFinalize(err error) error {
 		if errors.Is(err, m.from) {
 			return rpmostree.Marked(m.to, err)
 		}
+	}
+	return err
+}
+
+// mapBusy gives rpm-ostree's "Transaction in progress" the engine's meaning
+// (wait, not a failure), keeping the original error as the message.
+func mapBusy(err error) error {
+	if errors.Is(err, rpmostree.ErrBusy) {
+		return rpmostree.Marked(engine.ErrBusy, err)
 	}
 	return err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/agent/stage"
 	"github.com/update-agent/update-agent/agent/state"
+	"github.com/update-agent/update-agent/agent/txn"
 )
 
 // Stager is engine.Stager over agent/stage: the staging command
@@ -27,6 +28,10 @@ type Stager struct {
 	AllowDowngrade bool
 	// Done, when set, is told how each staging went (metrics).
 	Done func(stage.Report, error)
+	// Txn, when set, clears rpm-ostreed of an earlier agent process's
+	// transaction before each staging and at start, waits for somebody
+	// else's, and records each staging transaction.
+	Txn *txn.Settler
 
 	mu   sync.Mutex
 	s    *stage.Stager
@@ -83,7 +88,7 @@ func (a *Stager) Stage(ctx context.Context, t state.Target) error {
 	req := Request(booted, a.Image, t)
 	req.AllowDowngrade = a.AllowDowngrade
 	if _, err := a.run(ctx, s, req); err != nil {
-		return err // agent/stage's errors say "staging"; the engine knows the target
+		return a.busyAfter(ctx, err) // agent/stage's errors say "staging"; the engine knows the target
 	}
 	after, err := a.Client.Status(ctx)
 	if err != nil {
@@ -107,7 +112,13 @@ func (a *Stager) Run(ctx context.Context, req rpmostree.StageRequest) (stage.Rep
 }
 
 func (a *Stager) run(ctx context.Context, s *stage.Stager, req rpmostree.StageRequest) (stage.Report, error) {
-	rep, err := s.Run(ctx, a.Client.StageArgv(req))
+	argv := a.Client.StageArgv(req)
+	end, err := settle(ctx, a.Txn, argv)
+	if err != nil {
+		return stage.Report{}, err
+	}
+	rep, err := s.Run(ctx, argv)
+	end()
 	if a.Done != nil {
 		a.Done(rep, err)
 	}
@@ -123,13 +134,46 @@ func (a *Stager) run(ctx context.Context, s *stage.Stager, req rpmostree.StageRe
 	return rep, err
 }
 
-// Recover undoes what an interrupted staging left behind.
+// busyAfter: the staging command runs in a unit, so its "Transaction in
+// progress" is in that unit's journal, not here. A failed staging that
+// leaves rpm-ostreed running a transaction (it can only be somebody
+// else's: Settle found it idle) is taken for one refused as busy.
+func (a *Stager) busyAfter(ctx context.Context, err error) error {
+	if a.Txn == nil || errors.Is(err, engine.ErrBusy) || ctx.Err() != nil {
+		return err
+	}
+	if st, serr := a.Client.Status(ctx); serr == nil && st.Transaction != nil {
+		return fmt.Errorf("%w (rpm-ostree now runs a %s transaction: %w)", err, st.Transaction.Method, engine.ErrBusy)
+	}
+	return err
+}
+
+// settle clears the way for argv (txn.Settler.Settle) and records it; end
+// removes the record once argv has run. A nil t does neither.
+func settle(ctx context.Context, t *txn.Settler, argv []string) (end func(), err error) {
+	if t == nil {
+		return func() {}, nil
+	}
+	if err := t.Settle(ctx); err != nil {
+		return nil, fmt.Errorf("staging: %w", mapBusy(err))
+	}
+	return t.Begin(argv)
+}
+
+// Recover undoes what an interrupted staging left behind: the policy, then
+// a transaction of it still running in rpm-ostreed.
 func (a *Stager) Recover(ctx context.Context) error {
 	s, err := a.get(ctx)
 	if err != nil {
 		return err
 	}
-	return s.Recover(ctx)
+	if err := s.Recover(ctx); err != nil {
+		return err
+	}
+	if a.Txn != nil {
+		return a.Txn.Recover(ctx)
+	}
+	return nil
 }
 
 // PlainStager stages with the rpm-ostree CLI directly: no transient unit,
@@ -139,6 +183,8 @@ type PlainStager struct {
 	Client         *rpmostree.Client
 	Image          string
 	AllowDowngrade bool
+	// Txn: as Stager's.
+	Txn *txn.Settler
 }
 
 // Stage runs the staging command and checks it staged something.
@@ -150,9 +196,14 @@ func (p PlainStager) Stage(ctx context.Context, t state.Target) error {
 	booted, _ := st.Booted()
 	req := Request(booted, p.Image, t)
 	req.AllowDowngrade = p.AllowDowngrade
-	res, err := p.Client.Stage(ctx, req)
+	end, err := settle(ctx, p.Txn, p.Client.StageArgv(req))
 	if err != nil {
-		return err // "staging <request>: ..."
+		return err
+	}
+	res, err := p.Client.Stage(ctx, req)
+	end()
+	if err != nil {
+		return mapBusy(err) // "staging <request>: ..."
 	}
 	if !res.Changed {
 		return fmt.Errorf("staging %s: %w", t.Checksum, errNothingStaged)
@@ -160,8 +211,13 @@ func (p PlainStager) Stage(ctx context.Context, t state.Target) error {
 	return nil
 }
 
-// Recover has nothing to undo.
-func (PlainStager) Recover(context.Context) error { return nil }
+// Recover cancels what is left of an earlier process's staging transaction.
+func (p PlainStager) Recover(ctx context.Context) error {
+	if p.Txn == nil {
+		return nil
+	}
+	return p.Txn.Recover(ctx)
+}
 
 // DaemonIdle tells agent/stage whether rpm-ostreed runs a transaction (it
 // is restarted to take the policy only when idle).

@@ -103,6 +103,10 @@ type Staging struct {
 	// etcd.local_unit for the window.
 	EtcdIOLatencyTarget Duration `toml:"etcd_io_latency_target"`
 	Timeout             Duration `toml:"timeout"`
+	// BusyWait is how long a staging attempt waits for an rpm-ostree
+	// transaction the agent did not start; still running, the attempt
+	// ends as busy (not a failure) and is retried.
+	BusyWait Duration `toml:"busy_wait"`
 }
 
 // Guard is the latency guard that paces staging from etcd's observed
@@ -279,6 +283,7 @@ func Default() *Config {
 			RestoreScheduler:     true,
 			Paths:                []string{"/sysroot", "/var/lib/etcd"},
 			Timeout:              Duration(2 * time.Hour),
+			BusyWait:             Duration(5 * time.Minute),
 		},
 		Guard: Guard{
 			Enabled: true,

@@ -222,6 +222,7 @@ func (k *checker) staging(s *Staging) {
 		k.failRel("staging.etcd_io_latency_target", []string{"etcd.local_unit"}, "needs etcd.local_unit (the unit to set it on)")
 	}
 	k.positive("staging.timeout", s.Timeout)
+	k.nonNegative("staging.busy_wait", s.BusyWait)
 }
 
 func (k *checker) guard(g *Guard) {

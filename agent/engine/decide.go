@@ -78,6 +78,14 @@ func (d *decider) onCleanedUp(ev CleanedUp) Action {
 }
 
 func (d *decider) onStageDone(ev StageDone) Action {
+	if errors.Is(ev.Err, ErrBusy) {
+		// Not the update's fault: no failure, staging again once the
+		// other transaction is over.
+		d.st.Phase = state.Idle
+		d.st.LastError = ev.Err.Error()
+		d.st.NextCheck = d.now.Add(d.pol.RecheckInterval)
+		return d.wait(d.st.NextCheck, "busy: "+ev.Err.Error()+"; staging again after it")
+	}
 	if ev.Err != nil {
 		act := d.fail("stage", ev.Err)
 		d.st.Phase = state.Idle

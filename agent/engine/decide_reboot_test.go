@@ -59,6 +59,17 @@ func TestDecideFinalizeAfterBoot(t *testing.T) {
 					t.Errorf("locked %q, action %+v", s.Locked, a)
 				}
 			}},
+		{name: "busy rpm-ostree refused the finalize: no failure, keep slot and lock, last checks again", st: rec(state.Finalizing, failed(2, false)),
+			ev: FinalizeDone{Err: fmt.Errorf("finalizing: %w", ErrBusy)}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActWait, wantWhy: "busy: ",
+			check: func(t *testing.T, s state.State, a Action) {
+				if f := s.Failures[tgt.Checksum]; f.Count != 2 || s.Locked != tgt.Checksum || !s.Queued || a.Failed != "" {
+					t.Errorf("failure %+v, locked %q, queued %v, action %+v", f, s.Locked, s.Queued, a)
+				}
+				next, act := Decide(s, Ticked{}, Obs{BootID: s.BootID, OS: staged, Recovered: true}, testPolicy(), a.Until)
+				if next.Phase != state.HoldingSlot || act.Kind != ActPrecheck {
+					t.Errorf("after the wait: %s, %s", next.Phase, act.Kind)
+				}
+			}},
 		{name: "inhibited a third time: set aside", st: rec(state.Finalizing, failed(2, false)), ev: FinalizeDone{Err: ErrInhibited}, os: staged,
 			wantPhase: state.Releasing, wantAct: ActRelease,
 			check: func(t *testing.T, s state.State, a Action) {

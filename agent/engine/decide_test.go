@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -218,6 +219,15 @@ func TestDecideStartCheckStage(t *testing.T) {
 					t.Errorf("failure %+v", f)
 				}
 			}},
+		{name: "rpm-ostree busy with another transaction: not a failure, wait and stage again", st: rec(state.Staging, failed(2, false)),
+			ev: StageDone{Err: fmt.Errorf("an operator's PkgChange: %w", ErrBusy)}, os: booted, wantPhase: state.Idle, wantAct: ActWait, wantWhy: "busy: ",
+			check: func(t *testing.T, s state.State, a Action) {
+				if f := s.Failures[tgt.Checksum]; f.Count != 2 || f.SetAside || a.Failed != "" || !s.NextCheck.Equal(a.Until) {
+					t.Errorf("failure %+v, action %+v, next check %v", f, a, s.NextCheck)
+				}
+			}},
+		{name: "check meets a busy rpm-ostree: busy, soon again", st: rec(state.Idle), ev: Checked{Err: fmt.Errorf("checking: %w", ErrBusy)}, os: booted,
+			wantPhase: state.Idle, wantAct: ActWait, wantWhy: "busy: checking for updates"},
 		{name: "crash while staging, staging finished: staged", st: rec(state.Staging), ev: Recovered{}, os: staged, wantPhase: state.Staged, wantAct: ActQueryOrder},
 		{name: "crash while staging, nothing staged: stage again", st: rec(state.Staging), ev: Recovered{}, os: booted, wantPhase: state.Staging, wantAct: ActStage},
 	})

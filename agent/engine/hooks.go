@@ -54,8 +54,8 @@ func (h HookRunner) Run(ctx context.Context) error {
 		res, err := r.Run(hctx, "pre-reboot hook "+hk.Name, hk.Argv...)
 		timedOut := errors.Is(hctx.Err(), context.DeadlineExceeded)
 		cancel()
-		logOutput(log, hk.Name, "stdout", res.Stdout)
-		logOutput(log, hk.Name, "stderr", res.Stderr)
+		logOutput(log, hk.Name, "stdout", res.Stdout, res.StdoutDropped)
+		logOutput(log, hk.Name, "stderr", res.Stderr, 0)
 		if err != nil {
 			if timedOut {
 				return fmt.Errorf("pre-reboot hook %s: timed out after %s: %w", hk.Name, hk.Timeout, err)
@@ -66,19 +66,21 @@ func (h HookRunner) Run(ctx context.Context) error {
 	return nil
 }
 
-// logOutput puts a hook's output into the journal, one entry per line so
-// that `journalctl -u update-agent` reads like the hook's own output.
-func logOutput(log *slog.Logger, hook, stream string, b []byte) {
-	const maxLines = 200 // a chatty drain must not flood the journal
+// logOutput puts the end of a hook's output into the journal, one entry per
+// line so that `journalctl -u update-agent` reads like the hook's own
+// output; dropped is what oplog did not keep before it.
+func logOutput(log *slog.Logger, hook, stream string, b []byte, dropped int64) {
+	const maxLines = 200 // a chatty drain must not flood the journal; its end says how it went
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) == 1 && lines[0] == "" {
 		return
 	}
-	for i, l := range lines {
-		if i == maxLines {
-			log.Info("hook output truncated", "hook", hook, "stream", stream, "lines", len(lines))
-			return
-		}
+	if skip := len(lines) - maxLines; skip > 0 || dropped > 0 {
+		lines = lines[max(skip, 0):]
+		log.Info("hook output: only its last lines follow", "hook", hook, "stream", stream,
+			"lines_left_out", max(skip, 0), "bytes_dropped_before", dropped)
+	}
+	for _, l := range lines {
 		log.Info(l, "hook", hook, "stream", stream)
 	}
 }

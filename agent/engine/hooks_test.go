@@ -48,3 +48,23 @@ func TestHookRunner(t *testing.T) {
 		t.Errorf("timeout took %v", d)
 	}
 }
+
+// TestChattyHookSucceeds: a drain printing more than oplog ever kept (17 MiB,
+// past the old 16 MiB cap and DefaultStdoutTail) is not failed for it; the journal gets the end
+// of its output, which says how it went.
+func TestChattyHookSucceeds(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	chatty := Hook{Name: "drain", Argv: []string{"sh", "-c", "yes 'evicting pod' | head -c 17825795; echo 'node drained'"},
+		Timeout: time.Minute}
+	if err := (HookRunner{Hooks: []Hook{chatty}, Log: log}).Run(context.Background()); err != nil {
+		t.Fatalf("a chatty hook failed: %v", err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "msg=\"node drained\" hook=drain stream=stdout") || !strings.Contains(out, "only its last lines follow") {
+		t.Errorf("the end of the hook's output is not logged:\n%s", out[max(len(out)-600, 0):])
+	}
+	if n := strings.Count(out, "\n"); n > 250 {
+		t.Errorf("%d log lines for one hook", n)
+	}
+}

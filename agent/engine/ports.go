@@ -46,6 +46,12 @@ var (
 	ErrInhibited          = errors.New("reboot blocked by a systemd inhibitor lock")
 )
 
+// ErrBusy: rpm-ostree runs a transaction the agent did not start (an
+// operator's install). Wrapped by the Stager's and OS's adapters; a step
+// that meets it waits and tries again, and it never counts as a failure of
+// the update.
+var ErrBusy = errors.New("rpm-ostree is busy with another transaction")
+
 // Stager stages gently (transient unit, I/O policy, guard) with
 // --lock-finalization, and undoes what an interrupted staging left behind.
 type Stager interface {

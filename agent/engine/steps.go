@@ -27,6 +27,11 @@ func (d *decider) onChecked(ev Checked) Action {
 		return d.checkedWhileStaged(ev)
 	}
 	d.st.Phase = state.Idle
+	if errors.Is(ev.Err, ErrBusy) {
+		d.st.LastError = fmt.Sprintf("checking for updates: %v", ev.Err)
+		d.st.NextCheck = d.now.Add(d.pol.RecheckInterval)
+		return d.wait(d.st.NextCheck, "busy: "+d.st.LastError)
+	}
 	if ev.Err != nil {
 		d.st.LastError = fmt.Sprintf("checking for updates: %v", ev.Err)
 		d.st.NextCheck = d.now.Add(d.pol.Retry.Delay(1, d.obs.Rand))
@@ -242,6 +247,12 @@ func (d *decider) onFinalizeDone(ev FinalizeDone) Action {
 	case errors.Is(ev.Err, ErrInhibited):
 		// A refused finalize did not unlock: keep the staged update.
 		return d.failedHoldingSlot("finalize", ev.Err)
+	case errors.Is(ev.Err, ErrBusy):
+		// Refused before anything changed (the staged update is still
+		// locked) while somebody else's transaction runs: not a failure.
+		// Keep the slot and go through the last checks again after it.
+		d.st.Phase, d.st.LastError = state.HoldingSlot, ev.Err.Error()
+		return d.wait(d.now.Add(d.pol.RecheckInterval), "busy: "+ev.Err.Error()+"; finalizing again after it")
 	}
 	// Already unlocked, another checksum, or unknown: the staged deployment
 	// may be unlocked. Discard it and stage again; the failure count bounds

@@ -6,17 +6,24 @@ import (
 	"fmt"
 )
 
-// Output bounds: a command's stdout is what its caller parses (rpm-ostree
-// status --json is ~10-100 KB; DefaultMaxStdout is far above any real one);
-// stderr only explains a failure, so its head and tail are enough.
+// Output bounds. A caller that parses a command's whole stdout (rpm-ostree
+// status --json is ~10-100 KB) gets up to DefaultMaxStdout and an error
+// past it; any other command (a chatty drain hook) is never failed for
+// printing a lot: its last DefaultStdoutTail bytes are kept for the log
+// and the error. stderr only explains a failure, so its head and tail are
+// enough.
 const (
-	DefaultMaxStdout = 16 << 20
-	stderrHead       = 8 << 10
-	stderrTail       = 56 << 10
+	DefaultMaxStdout  = 16 << 20
+	DefaultStdoutTail = 1 << 20
+	stderrHead        = 8 << 10
+	stderrTail        = 56 << 10
+	// errorStdoutTail is how much of the kept stdout an *Error carries.
+	errorStdoutTail = 4 << 10
 )
 
-// ErrStdoutTooLong is wrapped by the *Error of a command whose stdout went
-// past the Runner's MaxStdout: the caller must not parse a cut document.
+// ErrStdoutTooLong is wrapped by the *Error of a command run with
+// WholeStdout whose stdout went past the Runner's MaxStdout: the caller
+// must not parse a cut document.
 var ErrStdoutTooLong = errors.New("stdout too long")
 
 // capped keeps the first max bytes written and counts the rest. It never
@@ -36,6 +43,36 @@ func (c *capped) Write(p []byte) (int, error) {
 	c.over += int64(len(p) - room)
 	return len(p), nil
 }
+
+// tail keeps the last max bytes written. It lets its buffer grow to twice
+// max before dropping the front, so each byte is moved at most once on
+// average (shifting on every write would copy max bytes per write).
+type tail struct {
+	buf     []byte
+	max     int
+	dropped int64
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(p) >= t.max {
+		t.dropped += int64(len(t.buf) + len(p) - t.max)
+		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
+		return n, nil
+	}
+	t.buf = append(t.buf, p...)
+	if extra := len(t.buf) - t.max; extra > t.max {
+		t.dropped += int64(extra)
+		t.buf = t.buf[:copy(t.buf, t.buf[extra:])]
+	}
+	return n, nil
+}
+
+// Bytes are the last max bytes written.
+func (t *tail) Bytes() []byte { return t.buf[len(t.buf)-min(len(t.buf), t.max):] }
+
+// Dropped counts the bytes written before the kept ones.
+func (t *tail) Dropped() int64 { return t.dropped + int64(max(len(t.buf)-t.max, 0)) }
 
 // headTail keeps the first head and last tail bytes written: the start of a
 // long error output says what failed, its end says how.

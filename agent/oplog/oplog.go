@@ -32,9 +32,16 @@ type Runner struct {
 	// (rpm-ostree's 77, "no update"): they are logged at info level but
 	// still returned as *Error so the caller decides what they mean.
 	Expected []int
-	// MaxStdout bounds the stdout kept (0: DefaultMaxStdout); past it the
-	// command fails with ErrStdoutTooLong. Stderr keeps its head and tail.
+	// MaxStdout bounds the stdout kept (0: DefaultStdoutTail, or
+	// DefaultMaxStdout with WholeStdout). Past it the last MaxStdout bytes
+	// are kept and the command is not failed for it (Result.StdoutDropped
+	// says how much went), unless WholeStdout. Stderr keeps its head and
+	// tail.
 	MaxStdout int
+	// WholeStdout is for a caller that parses all of stdout (a JSON
+	// document): past MaxStdout the command fails with ErrStdoutTooLong,
+	// naming the bound, rather than hand over a cut document.
+	WholeStdout bool
 }
 
 // Result is what a finished command produced.
@@ -42,8 +49,11 @@ type Result struct {
 	Argv     []string
 	ExitCode int
 	Stdout   []byte
-	Stderr   []byte
-	Duration time.Duration
+	// StdoutDropped counts the bytes printed before the kept Stdout (a
+	// command that printed more than MaxStdout, without WholeStdout).
+	StdoutDropped int64
+	Stderr        []byte
+	Duration      time.Duration
 }
 
 // Error is returned for a command that could not start or exited non-zero.
@@ -53,7 +63,10 @@ type Error struct {
 	// stdout was cut (ErrStdoutTooLong)
 	ExitCode int
 	Stderr   string
-	Err      error
+	// Stdout is the end of what the command printed (a few KB): a
+	// command silent on stderr (many scripts) says why it failed there.
+	Stdout string
+	Err    error
 }
 
 func (e *Error) Error() string {
@@ -65,6 +78,8 @@ func (e *Error) Error() string {
 	}
 	if s := strings.TrimSpace(e.Stderr); s != "" {
 		msg += ": " + s
+	} else if s := strings.TrimSpace(e.Stdout); s != "" {
+		msg += ": output ends: " + s
 	}
 	return msg
 }
@@ -116,28 +131,44 @@ func (r Runner) RunInput(ctx context.Context, desc string, in []byte, argv ...st
 	if in != nil {
 		cmd.Stdin = bytes.NewReader(in)
 	}
-	stdout, stderr := &capped{max: r.MaxStdout}, newHeadTail()
-	if stdout.max <= 0 {
-		stdout.max = DefaultMaxStdout
+	whole, last := &capped{max: r.MaxStdout}, &tail{max: r.MaxStdout}
+	stderr := newHeadTail()
+	cmd.Stdout, cmd.Stderr = last, stderr
+	if r.WholeStdout {
+		cmd.Stdout = whole
+		if whole.max <= 0 {
+			whole.max = DefaultMaxStdout
+		}
+	} else if last.max <= 0 {
+		last.max = DefaultStdoutTail
 	}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
 	log.Info("starting operation")
 	start := time.Now()
 	err := cmd.Run()
 	res.Duration = time.Since(start)
-	res.Stdout, res.Stderr = stdout.buf.Bytes(), []byte(stderr.String())
+	res.Stderr = []byte(stderr.String())
+	if r.WholeStdout {
+		res.Stdout = whole.buf.Bytes()
+	} else {
+		res.Stdout, res.StdoutDropped = last.Bytes(), last.Dropped()
+	}
 	if cmd.ProcessState != nil {
 		res.ExitCode = cmd.ProcessState.ExitCode()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			res.ExitCode = -1
 		}
 	}
-	if err == nil && stdout.over > 0 {
-		err = fmt.Errorf("%w: %d bytes past the first %d", ErrStdoutTooLong, stdout.over, stdout.max)
+	if err == nil && whole.over > 0 {
+		err = fmt.Errorf("%w: %d bytes past the bound of %d", ErrStdoutTooLong, whole.over, whole.max)
 		res.ExitCode = -1
 	}
+	var dropped []any
+	if res.StdoutDropped > 0 {
+		dropped = []any{"stdout_dropped_bytes", res.StdoutDropped}
+	}
 	if err != nil {
-		e := &Error{Argv: argv, ExitCode: res.ExitCode, Stderr: stderr.String(), Err: err}
+		e := &Error{Argv: argv, ExitCode: res.ExitCode, Stderr: stderr.String(), Err: err,
+			Stdout: string(res.Stdout[len(res.Stdout)-min(len(res.Stdout), errorStdoutTail):])}
 		if ctx.Err() != nil {
 			e.Err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
@@ -145,10 +176,11 @@ func (r Runner) RunInput(ctx context.Context, desc string, in []byte, argv ...st
 		if ctx.Err() == nil && slices.Contains(r.Expected, res.ExitCode) {
 			level = slog.LevelInfo
 		}
-		log.Log(ctx, level, "operation failed", "exit_code", res.ExitCode, "duration", res.Duration, "stderr", strings.TrimSpace(stderr.String()))
+		log.Log(ctx, level, "operation failed", append([]any{"exit_code", res.ExitCode, "duration", res.Duration,
+			"stderr", strings.TrimSpace(stderr.String())}, dropped...)...)
 		return res, e
 	}
-	log.Info("operation done", "duration", res.Duration)
+	log.Info("operation done", append([]any{"duration", res.Duration}, dropped...)...)
 	return res, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -82,29 +83,66 @@ func TestExpectedExitLoggedAtInfo(t *testing.T) {
 	}
 }
 
-// TestOutputBounded: stdout past MaxStdout fails the command with
-// ErrStdoutTooLong (a cut document must not be parsed) while the command
-// still runs to its end; a long stderr keeps its head and tail only.
-func TestOutputBounded(t *testing.T) {
+// TestStdoutBounds: a command printing more than the bound. A caller that
+// parses the whole stdout (WholeStdout) gets ErrStdoutTooLong naming the
+// bound (a cut document must not be parsed); any other command is never
+// failed for it and keeps the tail, which a failure's error quotes when
+// stderr says nothing. Either way the command runs to its end.
+func TestStdoutBounds(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r := Runner{Log: quiet, MaxStdout: 1000}
-	res, err := r.Run(context.Background(), "at the cap", "sh", "-c", "head -c 1000 /dev/zero")
-	if err != nil || len(res.Stdout) != 1000 {
-		t.Fatalf("at the cap: %d bytes, %v", len(res.Stdout), err)
+	const big = 3 << 20 // past DefaultStdoutTail
+	cases := []struct {
+		name      string
+		r         Runner
+		script    string // prints, then touches $1
+		wantErr   string // "" = success
+		wantTail  string // what Stdout ends with
+		wantLen   int
+		wantDrops int64
+	}{
+		{"whole, at the bound", Runner{MaxStdout: 1000, WholeStdout: true}, "head -c 1000 /dev/zero",
+			"", "", 1000, 0},
+		{"whole, past the bound", Runner{MaxStdout: 1000, WholeStdout: true}, "head -c 5000 /dev/zero",
+			"stdout too long: 4000 bytes past the bound of 1000", "", 1000, 0},
+		{"tail, past the bound", Runner{MaxStdout: 1000}, "head -c 5000 /dev/zero; echo LAST",
+			"", "\x00LAST\n", 1000, 4005},
+		{"tail, default bound, many small writes", Runner{},
+			fmt.Sprintf("yes | head -c %d; echo LAST", big), "", "y\nLAST\n", DefaultStdoutTail, big + 5 - DefaultStdoutTail},
+		{"tail, failing and silent on stderr", Runner{MaxStdout: 1000}, "head -c 5000 /dev/zero; echo 'drain: pod x refused eviction'; exit 3",
+			"exit status 3: output ends: ", "refused eviction\n", 1000, 4030},
 	}
-	done := filepath.Join(t.TempDir(), "done")
-	res, err = r.Run(context.Background(), "past the cap", "sh", "-c", "head -c 5000 /dev/zero && touch "+done)
-	if !errors.Is(err, ErrStdoutTooLong) || ExitCode(err) != -1 || len(res.Stdout) != 1000 ||
-		!strings.Contains(err.Error(), "stdout too long: 4000 bytes past the first 1000") {
-		t.Fatalf("past the cap: %d bytes kept, exit %d, %v", len(res.Stdout), ExitCode(err), err)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			done := filepath.Join(t.TempDir(), "done")
+			r := c.r
+			r.Log = quiet
+			res, err := r.Run(context.Background(), c.name, "sh", "-c", "("+c.script+"); rc=$?; touch \"$0\"; exit $rc", done)
+			if c.wantErr == "" && err != nil || c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)) {
+				t.Fatalf("err = %v, want %q", err, c.wantErr)
+			}
+			if c.wantErr != "" && strings.Contains(c.name, "whole") && (!errors.Is(err, ErrStdoutTooLong) || ExitCode(err) != -1) {
+				t.Errorf("err = %v (exit %d), want ErrStdoutTooLong and exit -1", err, ExitCode(err))
+			}
+			if len(res.Stdout) != c.wantLen || !strings.HasSuffix(string(res.Stdout), c.wantTail) || res.StdoutDropped != c.wantDrops {
+				t.Errorf("kept %d bytes ending %q, dropped %d; want %d ending %q, dropped %d", len(res.Stdout),
+					res.Stdout[max(len(res.Stdout)-20, 0):], res.StdoutDropped, c.wantLen, c.wantTail, c.wantDrops)
+			}
+			if strings.Contains(c.name, "failing") && !strings.Contains(err.Error(), "pod x refused eviction") {
+				t.Errorf("the error does not quote the output's end: %v", err)
+			}
+			if _, err := os.Stat(done); err != nil {
+				t.Errorf("the command did not run to its end: %v", err)
+			}
+		})
 	}
-	if _, err := os.Stat(done); err != nil {
-		t.Errorf("the command did not run to its end: %v", err)
-	}
+}
 
-	// 1 MiB of stderr: the first and last lines survive, the middle not.
+// TestStderrBounded: 1 MiB of stderr keeps its first and last lines, not
+// the middle.
+func TestStderrBounded(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	script := `echo FIRST >&2; i=0; while [ $i -lt 16384 ]; do echo "middle line $i of the noise, padded to 64 bytes......" >&2; i=$((i+1)); done; echo LAST >&2; exit 4`
-	_, err = Runner{Log: quiet}.Run(context.Background(), "noisy", "sh", "-c", script)
+	_, err := Runner{Log: quiet}.Run(context.Background(), "noisy", "sh", "-c", script)
 	var e *Error
 	if !errors.As(err, &e) || e.ExitCode != 4 {
 		t.Fatalf("noisy: %v", err)
@@ -119,6 +157,25 @@ func TestOutputBounded(t *testing.T) {
 	}
 	if strings.Contains(e.Stderr, "middle line 8000 ") {
 		t.Error("stderr kept the middle")
+	}
+}
+
+// TestTailWrites: the tail buffer against a reference, over writes of every
+// size around its bound.
+func TestTailWrites(t *testing.T) {
+	var all []byte
+	tl := &tail{max: 7}
+	for i, n := range []int{1, 3, 7, 0, 8, 2, 13, 6, 1, 1, 20, 5} {
+		p := bytes.Repeat([]byte{byte('a' + i)}, n)
+		all = append(all, p...)
+		tl.Write(p)
+		want := all[max(len(all)-7, 0):]
+		if !bytes.Equal(tl.Bytes(), want) || tl.Dropped() != int64(len(all)-len(want)) {
+			t.Fatalf("after write %d: %q dropped %d, want %q dropped %d", i, tl.Bytes(), tl.Dropped(), want, len(all)-len(want))
+		}
+		if cap(tl.buf) > 64 {
+			t.Fatalf("buffer grew to %d", cap(tl.buf))
+		}
 	}
 }
 

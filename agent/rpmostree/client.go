@@ -63,7 +63,7 @@ const MaxStatusJSON = 16 << 20
 // Status runs `rpm-ostree status --json`.
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	r := c.runner()
-	r.MaxStdout = MaxStatusJSON
+	r.MaxStdout, r.WholeStdout = MaxStatusJSON, true
 	res, err := r.Run(ctx, "reading rpm-ostree status", c.path(), "status", "--json")
 	if err = classify(err); err != nil {
 		return nil, fmt.Errorf("reading rpm-ostree status: %w", err)
@@ -86,7 +86,10 @@ func (c *Client) Check(ctx context.Context) (CheckResult, error) {
 	if c.BypassDriver {
 		args = append(args, "--bypass-driver")
 	}
-	res, err := c.run(ctx, "checking for OS updates", args...)
+	r := c.runner()
+	r.WholeStdout = true // the AvailableUpdate block is parsed
+	res, err := r.Run(ctx, "checking for OS updates", append([]string{c.path()}, args...)...)
+	err = classify(err)
 	if oplog.ExitCode(err) == ExitUnchanged {
 		return CheckResult{}, nil
 	}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -286,6 +288,57 @@ func TestCancelBySIGINTAndCancelVerb(t *testing.T) {
 	}
 	if err := c.Cancel(context.Background()); err != nil {
 		t.Errorf("cancel with nothing running: %v", err)
+	}
+}
+
+// TestTransactionOutlivesKilledClient: what the agent relies on after a
+// SIGKILL mid-deploy, as upstream's rpm-ostreed does it: the transaction
+// runs on without its client (status --json's "transaction" tuple, "State:
+// busy"), another transaction is refused with upstream's message and exit
+// 1, and `rpm-ostree cancel` ends it ("No active transaction." when idle).
+func TestTransactionOutlivesKilledClient(t *testing.T) {
+	t.Parallel()
+	e := standintest.New(t, bins)
+	e.StopDaemon()
+	e.DaemonEnv = []string{standin.EnvPullDelay + "=60s"}
+	e.StartDaemon()
+	c := client(e, agentUnit)
+	next := e.Publish(e.Ref, 1)
+
+	deploy := exec.Command(e.Bin.RpmOstree, "deploy", "--lock-finalization", "revision="+next)
+	deploy.Env = append(os.Environ(), e.ClientEnv(agentUnit)...)
+	if err := deploy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	running := func() bool { st, err := c.Status(context.Background()); return err == nil && st.Transaction != nil }
+	if !standintest.WaitFor(timeout(t, 10*time.Second), running) {
+		t.Fatal("transaction never showed in status")
+	}
+	if err := deploy.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = deploy.Wait()
+	st := status(t, c)
+	if st.Transaction == nil || st.Transaction.Method != "Deploy" || !strings.HasPrefix(st.Transaction.Sender, ":1.") {
+		t.Fatalf("after the client's SIGKILL: transaction %+v, want the Deploy still running", st.Transaction)
+	}
+	if out, _, code := e.CLI(agentUnit, "status"); code != 0 || !strings.HasPrefix(out, "State: busy\n") {
+		t.Errorf("status: exit %d\n%s", code, out)
+	}
+	_, stderr, code := e.CLI(agentUnit, "deploy", "--lock-finalization", "revision="+next)
+	if code != 1 || !strings.HasPrefix(stderr, "error: Transaction in progress: ") ||
+		!strings.Contains(stderr, "\n You can cancel the current transaction with `rpm-ostree cancel`\n") {
+		t.Errorf("a second transaction: exit %d, stderr %q", code, stderr)
+	}
+	out, stderr, code := e.CLI(agentUnit, "cancel")
+	if code != 0 || !strings.HasPrefix(out, "Cancelling transaction: ") || !strings.HasSuffix(out, "Cancelled.\n") {
+		t.Errorf("cancel: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	if st := status(t, c); st.Transaction != nil || len(st.Deployments) != 1 {
+		t.Errorf("after cancel: transaction %v, %d deployments", st.Transaction, len(st.Deployments))
+	}
+	if out, _, code := e.CLI(agentUnit, "cancel"); code != 0 || out != "No active transaction.\n" {
+		t.Errorf("cancel when idle: exit %d, stdout %q", code, out)
 	}
 }
 

@@ -216,8 +216,9 @@ func TestStagedChanged(t *testing.T) {
 	}
 }
 
-// TestStatusReadBounded: a status --json past MaxStatusJSON is an error
-// saying so, not a document read whole or parsed cut.
+// TestStatusReadBounded: a status --json past MaxStatusJSON (a real child
+// printing more) is an error naming the bound, not a document read whole
+// or parsed cut.
 func TestStatusReadBounded(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "rpm-ostree")
 	script := fmt.Sprintf("#!/bin/sh\nprintf '{\"deployments\": [], \"pad\": \"'\nhead -c %d /dev/zero | tr '\\000' x\nprintf '\"}'\n", MaxStatusJSON)
@@ -226,7 +227,8 @@ func TestStatusReadBounded(t *testing.T) {
 	}
 	c := &Client{Path: bin, Runner: oplog.Runner{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 	_, err := c.Status(context.Background())
-	if !errors.Is(err, oplog.ErrStdoutTooLong) || !strings.Contains(err.Error(), "reading rpm-ostree status") {
-		t.Fatalf("err = %v; want ErrStdoutTooLong", err)
+	if !errors.Is(err, oplog.ErrStdoutTooLong) || !strings.Contains(err.Error(), "reading rpm-ostree status") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("past the bound of %d", MaxStatusJSON)) {
+		t.Fatalf("err = %v; want ErrStdoutTooLong naming the bound", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/agent/stage"
 	"github.com/update-agent/update-agent/agent/systemd"
+	"github.com/update-agent/update-agent/agent/txn"
 )
 
 // rpmOstreeDaemon is the unit that does the writing for the rpm-ostree CLI.
@@ -117,6 +118,8 @@ func newStager(cfg *config.Config, root, stateDir string, client *rpmostree.Clie
 		Client:         client,
 		Image:          image,
 		AllowDowngrade: cfg.Updates.AllowDowngrade,
+		Txn: &txn.Settler{Daemon: client, Dir: stateDir, Bound: cfg.Staging.BusyWait.D(), Log: log,
+			BootID: func() (string, error) { return readBootID(root) }},
 		Make: func(ctx context.Context) (*stage.Stager, error) {
 			// The bus connection lives as long as ctx: the stager outlives
 			// the call that first needs it (the bounded recover at start).

@@ -18,6 +18,7 @@ import (
 	"github.com/update-agent/update-agent/agent/oplog"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/agent/state"
+	"github.com/update-agent/update-agent/agent/txn"
 )
 
 // nodeEnv selects the node role: the test binary, started again with this
@@ -32,7 +33,15 @@ type nodeSpec struct {
 	ClientEnv                      []string // the stand-in host's client environment
 	Endpoints                      []string
 	LogFile                        string
+	// Hold keeps the reboot window closed: the node stages and waits.
+	Hold bool
 }
+
+// closed is a reboot window that never opens.
+type closed struct{}
+
+func (closed) Contains(time.Time) bool    { return false }
+func (closed) Next(t time.Time) time.Time { return t.Add(time.Hour) }
 
 const (
 	prefix   = "/update-agent/lock"
@@ -82,17 +91,22 @@ func runAgent(s nodeSpec, log *slog.Logger) error {
 	defer lk.Close()
 	cl := &adapters.Cluster{C: member, Lock: lk, Policy: etcdmember.Policy{FollowersFirst: true, MoveLeader: true,
 		RequireQuorum: true, MaxLag: member.MaxLag()}}
-	// MaxFailures is high: a kill mid-staging leaves the daemon's
-	// transaction running, and the next agent's staging fails on it; the
-	// test is about safety under kills, not the attempt budget.
+	// A kill mid-staging leaves the daemon's transaction running: the next
+	// agent process cancels it (its record names it) before staging again.
+	settler := &txn.Settler{Daemon: client, Dir: s.StateDir, Bound: 30 * time.Second, Log: log,
+		BootID: func() (string, error) { return s.BootID, nil }}
+	pol := engine.Policy{CheckInterval: 200 * time.Millisecond, Retry: engine.Backoff{Base: time.Second, Max: 5 * time.Second},
+		MaxFailures: 10, MoveLeader: true, RequireSafe: true,
+		RecheckInterval: 200 * time.Millisecond, RebootTimeout: time.Minute}
+	if s.Hold {
+		pol.Window = closed{}
+	}
 	eng := engine.New(engine.Options{
-		OS: adapters.OS{Client: client}, Stager: adapters.PlainStager{Client: client},
+		OS: adapters.OS{Client: client}, Stager: adapters.PlainStager{Client: client, Txn: settler},
 		Lock: lk, Cluster: cl, Store: state.Store{Dir: s.StateDir},
 		BootID: func() (string, error) { return s.BootID, nil },
-		Policy: engine.Policy{CheckInterval: 200 * time.Millisecond, Retry: engine.Backoff{Base: time.Second, Max: 5 * time.Second},
-			MaxFailures: 10, MoveLeader: true, RequireSafe: true,
-			RecheckInterval: 200 * time.Millisecond, RebootTimeout: time.Minute},
-		Log: log, BeatInterval: time.Second,
+		Policy: pol,
+		Log:    log, BeatInterval: time.Second,
 	})
 	log.Info("agent process started")
 	return eng.Run(ctx)

@@ -34,6 +34,7 @@ type node struct {
 	stateDir string
 	bootID   string
 	target   string
+	hold     bool // the reboot window stays closed
 
 	cmd  *exec.Cmd
 	done chan error
@@ -54,7 +55,7 @@ type rollout struct {
 func (r *rollout) start(n *node) {
 	spec, err := json.Marshal(nodeSpec{Name: n.name, Member: n.member, StateDir: n.stateDir, BootID: n.bootID,
 		RpmOstree: bin.RpmOstree, ClientEnv: n.env.ClientEnv("update-agent.service"),
-		Endpoints: r.c.Endpoints(), LogFile: r.logFile})
+		Endpoints: r.c.Endpoints(), LogFile: r.logFile, Hold: n.hold})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -406,8 +407,8 @@ func rollingUpdate(t *testing.T, crash bool) {
 // crashPhases are the phases in which every node is killed once.
 var crashPhases = []state.Phase{state.Staging, state.WaitingSlot, state.HoldingSlot, state.Verifying}
 
-// maxKills bounds the crashes of one rollout: each kill mid-staging costs
-// the node a failed attempt (the killed transaction is still running).
+// maxKills bounds the crashes of one rollout (each kill mid-staging costs
+// the node its staging so far: the next process cancels the transaction).
 const maxKills = 12
 
 // killDelay spaces the kills once the last victim made progress: 20-300 ms,
