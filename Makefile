@@ -60,21 +60,23 @@ e2e-ostree: host-deps
 # BENCH_QUICK=1 for a shorter run (small disk, smaller update, fewer
 # scenarios and rollouts); BENCH_SCENARIOS and BENCH_DISKS pick the latency
 # scenarios, BENCH_ROLLOUTS, BENCH_ROLLOUT_MEMBERS (3,5) and
-# BENCH_ROLLOUT_MODES the rollouts, BENCH_LOCK_SESSIONS the lock's size.
+# BENCH_ROLLOUT_MODES the rollouts, BENCH_LOCK_SESSIONS the lock's size,
+# BENCH_IDLE_FOR how long the agent's idle cost is sampled (default 1h).
 # Prints the tables; CSV, PNG and markdown go to BENCH_OUT. Any missing piece
 # fails the run: no table is printed from partial data.
 BENCH_OUT ?= bench-out
 BENCH_TIMEOUT ?= 900m
 
-# bench-smoke runs the benchmarks that need no guest (tests/bench/coord) at
-# a small size (BENCH_SMOKE=1: the lock with 50 sessions, 2 rollouts per
-# mode on 3 members), so a benchmark that breaks fails make check. About a
-# minute; its figures mean nothing.
+# bench-smoke runs the benchmarks that need no guest (tests/bench/coord,
+# tests/bench/idle) at a small size (BENCH_SMOKE=1: the lock with 50
+# sessions, 2 rollouts per mode on 3 members, the idle agent for 20 s), so a
+# benchmark that breaks fails make check. About two minutes; its figures
+# mean nothing.
 bench-smoke: host-deps
-	BENCH_SMOKE=1 $(GO) test -tags bench -count=1 -p 1 -timeout 10m ./tests/bench/coord/
+	BENCH_SMOKE=1 $(GO) test -tags bench -count=1 -p 1 -timeout 10m ./tests/bench/coord/ ./tests/bench/idle/
 
 bench: host-deps
-	BENCH_OUT=$(abspath $(BENCH_OUT)) $(GO) test -tags bench -count=1 -p 1 -v -timeout $(BENCH_TIMEOUT) ./tests/bench/coord/ ./tests/bench/latency/
+	BENCH_OUT=$(abspath $(BENCH_OUT)) $(GO) test -tags bench -count=1 -p 1 -v -timeout $(BENCH_TIMEOUT) ./tests/bench/coord/ ./tests/bench/idle/ ./tests/bench/latency/
 	@echo "results: $(BENCH_OUT)/"
 
 # demo: one full gentle update + coordinated reboot of a qemu guest running
