@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -224,11 +225,17 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// buildAgent builds cmd/update-agent as make build does.
+// buildAgent builds cmd/update-agent as the RPM's spec does: a PIE where
+// the spec asks for one (its relocated data is the process's own memory).
 func buildAgent(t *testing.T, dir string) string {
 	t.Helper()
 	out := filepath.Join(dir, "update-agent")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/update-agent")
+	args := []string{"build", "-trimpath", "-o", out}
+	switch runtime.GOARCH {
+	case "386", "amd64", "arm", "arm64", "ppc64le", "s390x", "riscv64":
+		args = append(args, "-buildmode=pie")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/update-agent")...)
 	cmd.Dir = repoRoot
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/update-agent: %v\n%s", err, msg)
