@@ -184,6 +184,7 @@ func Summarize(samples []Sample) Summary {
 	return s
 }
 
+// mb is b in MB of 2^20 bytes (MiB), as ps and top count.
 func mb(b uint64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) }
 
 // WriteCSV writes one row per sample, times relative to the first.
