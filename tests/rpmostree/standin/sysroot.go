@@ -39,7 +39,10 @@ type adminDep struct {
 	booted, staged, rollback      bool
 }
 
-var adminDepLine = regexp.MustCompile(`^([* ]) (\S+) ([0-9a-f]{64})\.(\d+)(?: \((\w+)\))?`)
+// adminDepLine is a deployment's first line: "* " marks the booted one,
+// others are indented; the indent may be gone from the first line (the
+// CLI runner trims output, and a staged deployment always comes first).
+var adminDepLine = regexp.MustCompile(`^(\* |\s*)(\S+) ([0-9a-f]{64})\.(\d+)(?: \((\w+)\))?$`)
 
 // parseAdminStatus reads `ostree admin status` (libostree 2022.7 layout).
 func parseAdminStatus(out string) ([]adminDep, error) {
@@ -47,7 +50,7 @@ func parseAdminStatus(out string) ([]adminDep, error) {
 	for _, line := range strings.Split(out, "\n") {
 		if m := adminDepLine.FindStringSubmatch(line); m != nil {
 			n, _ := strconv.Atoi(m[4])
-			deps = append(deps, adminDep{osname: m[2], csum: m[3], serial: n, booted: m[1] == "*",
+			deps = append(deps, adminDep{osname: m[2], csum: m[3], serial: n, booted: m[1] == "* ",
 				staged: m[5] == "staged", rollback: m[5] == "rollback"})
 			continue
 		}
