@@ -7,12 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/update-agent/update-agent/tests/e2e/guestbin"
 	"github.com/update-agent/update-agent/tests/e2e/rpmpkg"
 	"github.com/update-agent/update-agent/tests/guest"
 	"github.com/update-agent/update-agent/tests/modroot"
@@ -42,20 +42,6 @@ scheduler = "bfq"
 metrics_url = "http://127.0.0.1:2381/metrics"
 `
 
-const etcdUnit = `[Unit]
-Description=etcd (update-agent e2e)
-RequiresMountsFor=/var/lib/data
-[Service]
-Type=notify
-ExecStart=/usr/local/bin/etcd --name m0 --data-dir /var/lib/data/etcd \
-  --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
-  --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
-  --initial-cluster m0=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381
-Restart=on-failure
-[Install]
-WantedBy=multi-user.target
-`
-
 // cycleInstall installs the agent from its RPM (rpmpkg: payload and %post)
 // and builds the rpm-ostree stand-in, mkupdate and a current etcd server on
 // the host to install them in the guest as a real host would have them.
@@ -72,7 +58,7 @@ func cycleInstall(t *testing.T, g *guest.Guest) {
 	if _, err := standintest.Build(stage); err != nil {
 		t.Fatal(err)
 	}
-	buildEtcd(t, ctx, filepath.Join(stage, "etcd"))
+	guestbin.Etcd(t, ctx, filepath.Join(stage, "etcd"))
 	files := map[string]string{
 		"tests/rpmostree/units/rpm-ostreed.service":              "/etc/systemd/system/rpm-ostreed.service",
 		"tests/rpmostree/units/ostree-finalize-staged.service":   "/etc/systemd/system/ostree-finalize-staged.service",
@@ -95,7 +81,7 @@ func cycleInstall(t *testing.T, g *guest.Guest) {
 		}
 		script = append(script, fmt.Sprintf("install -Dm0644 %s %s", name, dst))
 	}
-	for name, content := range map[string]string{"50-e2e.toml": cycleConfig, "etcd.service": etcdUnit} {
+	for name, content := range map[string]string{"50-e2e.toml": cycleConfig, "etcd.service": guestbin.EtcdUnit} {
 		if err := os.WriteFile(filepath.Join(stage, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -119,47 +105,6 @@ func cycleInstall(t *testing.T, g *guest.Guest) {
 		t.Fatal(err)
 	}
 	g.MustRun(t, strings.Join(script, "\n"))
-}
-
-// etcdVersion is the etcd server the guest runs: the one go.mod pins for the
-// client (Debian's etcd-server is the old 3.4).
-const etcdVersion = "v3.7.3"
-
-// buildEtcd builds the etcd server (the module's main package) in a module
-// of its own: built inside ours, its command-line dependencies would have to
-// be in our go.sum. The binary is cached next to the guest image.
-func buildEtcd(t *testing.T, ctx context.Context, dst string) {
-	t.Helper()
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cached := filepath.Join(cache, "update-agent-guest", "etcd-"+etcdVersion)
-	if _, err := os.Stat(cached); err != nil {
-		dir := t.TempDir()
-		for _, argv := range [][]string{
-			{"go", "mod", "init", "etcdbuild"},
-			{"go", "get", "go.etcd.io/etcd/server/v3@" + etcdVersion},
-			{"go", "build", "-trimpath", "-o", cached + ".tmp", "go.etcd.io/etcd/server/v3"},
-		} {
-			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("building etcd: %s: %v\n%s", strings.Join(argv, " "), err, out)
-			}
-		}
-		if err := os.Rename(cached+".tmp", cached); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := os.ReadFile(cached)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // guestBootID returns the guest's boot ID, or "" while it cannot be reached.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/update-agent/update-agent/tests/e2e/guestbin"
 	"github.com/update-agent/update-agent/tests/e2e/rpmpkg"
 	"github.com/update-agent/update-agent/tests/guest"
 )
@@ -45,8 +46,8 @@ func TestFleetLockUnit(t *testing.T) {
 	if err := os.Mkdir(stage, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	buildEtcd(t, ctx, filepath.Join(stage, "etcd"))
-	for name, content := range map[string]string{"50-e2e.toml": fleetLockConfig, "etcd.service": etcdUnit,
+	guestbin.Etcd(t, ctx, filepath.Join(stage, "etcd"))
+	for name, content := range map[string]string{"50-e2e.toml": fleetLockConfig, "etcd.service": guestbin.EtcdUnit,
 		"fleetlock-post": fleetLockPost} {
 		if err := os.WriteFile(filepath.Join(stage, name), []byte(content), 0o755); err != nil {
 			t.Fatal(err)

@@ -146,10 +146,8 @@ func (p *Package) Install(t testing.TB, g *guest.Guest) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	for name, b := range map[string][]byte{"payload.tar": p.payload, "post.sh": []byte(p.postIn)} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := p.WriteFiles(dir); err != nil {
+		t.Fatal(err)
 	}
 	g.MustRun(t, "rm -rf /root/ua-rpm")
 	if err := g.CopyIn(ctx, dir, "/root/ua-rpm"); err != nil {
@@ -163,6 +161,27 @@ func (p *Package) Install(t testing.TB, g *guest.Guest) {
 	if got, want := strings.TrimSpace(g.MustRun(t, "update-agent version")), "update-agent "+p.Version; got != want {
 		t.Fatalf("installed update-agent prints %q, want %q", got, want)
 	}
+}
+
+// WriteFiles writes the payload as payload.tar (owned by root, links kept)
+// and %post as post.sh into dir, for a guest that installs them its own way:
+// an ostree guest, whose /usr is read-only, bakes the payload into a commit
+// and runs %post (with PostProg) once booted in it.
+func (p *Package) WriteFiles(dir string) error {
+	for name, b := range map[string][]byte{"payload.tar": p.payload, "post.sh": []byte(p.postIn)} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PostProg is %post's interpreter; "" when the package has no %post.
+func (p *Package) PostProg() string {
+	if p.postIn == "" {
+		return ""
+	}
+	return p.postProg
 }
 
 // Run runs argv in dir and returns its stdout; the error carries the tail of
