@@ -17,6 +17,9 @@ var buildScript []byte
 //go:embed build-ostree-image.sh
 var buildOstreeScript []byte
 
+//go:embed guest-tree.sh
+var guestTreeLib []byte
+
 //go:embed packages.txt
 var packageList []byte
 
@@ -38,7 +41,7 @@ func ensureImage(ctx context.Context, log io.Writer, ostree bool) (image, error)
 		return image{}, err
 	}
 	defer os.RemoveAll(tmp)
-	files := map[string][]byte{"build-image.sh": buildScript, "packages.txt": packageList}
+	files := map[string][]byte{"build-image.sh": buildScript, "guest-tree.sh": guestTreeLib, "packages.txt": packageList}
 	name := "build-image.sh"
 	if ostree {
 		files["build-ostree-image.sh"] = buildOstreeScript
