@@ -15,6 +15,7 @@ import (
 	"github.com/update-agent/update-agent/tests/e2e/guestbin"
 	"github.com/update-agent/update-agent/tests/e2e/rpmpkg"
 	"github.com/update-agent/update-agent/tests/guest"
+	"github.com/update-agent/update-agent/tests/modroot"
 	"github.com/update-agent/update-agent/tests/rpmostree/standintest"
 )
 
@@ -178,7 +179,7 @@ func copyLayer(t *testing.T, ctx context.Context, g *guest.Guest, pkg *rpmpkg.Pa
 		t.Fatal(err)
 	}
 	guestbin.Etcd(t, ctx, filepath.Join(dir, "etcd"))
-	unit, err := os.ReadFile(filepath.Join(moduleRoot(t), "tests/rpmostree/units/rpm-ostreed.service"))
+	unit, err := os.ReadFile(filepath.Join(modroot.Must(t), "tests/rpmostree/units/rpm-ostreed.service"))
 	if err != nil {
 		t.Fatal(err)
 	}
