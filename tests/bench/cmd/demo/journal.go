@@ -146,8 +146,9 @@ func (f *follower) poll(ctx context.Context) ([]entry, error) {
 }
 
 // squasher keeps a timeline readable: status reads are left out, and a
-// message repeated back to back (a guard input that keeps failing) is
-// shown once with its count.
+// line repeated back to back with the same fields (a guard input that
+// keeps failing) is shown once with its count. Lines that share only the
+// message (the baseline of each signal, each setup step) are all shown.
 type squasher struct {
 	last    string
 	repeats int
@@ -157,12 +158,13 @@ func (s *squasher) add(e entry, t0 time.Time) (string, bool) {
 	if strings.Contains(e.str("ARGV"), "status --json") {
 		return "", false
 	}
-	key := e.str("_SYSTEMD_UNIT") + "\x00" + e.str("MESSAGE")
+	out := line(e, t0)
+	// The line without its time.
+	key := e.str("_SYSTEMD_UNIT") + "\x00" + strings.TrimSpace(out[strings.IndexByte(out, ' '):])
 	if key == s.last {
 		s.repeats++
 		return "", false
 	}
-	out := line(e, t0)
 	if s.repeats > 0 {
 		out = fmt.Sprintf("(previous line repeated %d more times)\n    %s", s.repeats, out)
 	}
