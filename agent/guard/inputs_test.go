@@ -225,6 +225,26 @@ func TestWindowSpanAndCut(t *testing.T) {
 	}
 }
 
+// TestWindowSkipsFailedScrapeAsBase: a reading whose scrape failed (no
+// histograms) is never the base of a sample while a later one has them;
+// the sample then spans less, but still has etcd's latency.
+func TestWindowSkipsFailedScrapeAsBase(t *testing.T) {
+	w := Window{Span: 2 * time.Second}
+	h := func(n uint64) map[string]Histogram {
+		return map[string]Histogram{MetricWALFsync: {Bounds: []float64{0.001, 1e308}, Counts: []uint64{n, n}}}
+	}
+	w.Add(Reading{At: t0, Hists: h(0)})
+	w.Add(Reading{At: t0.Add(time.Second)}) // the scrape failed
+	w.Add(Reading{At: t0.Add(2 * time.Second), Hists: h(20)})
+	s, ok := w.Add(Reading{At: t0.Add(3 * time.Second), Hists: h(30)})
+	if st, has := s.Latency["wal_fsync"]; !ok || !has || st.N != 10 {
+		t.Errorf("sample %v, want wal_fsync over the last second (n=10), not nothing from the failed base", s.Latency)
+	}
+	if _, has := s.Hists["wal_fsync"]; !has {
+		t.Error("no histogram in the sample")
+	}
+}
+
 func TestMetricsEverySpacesScrapes(t *testing.T) {
 	scrapes := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

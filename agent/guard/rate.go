@@ -205,12 +205,18 @@ func (c RateConfig) congestion(base Baseline, in RateInput) (d RateDecision, kno
 		if _, ok := base[name]; !ok || st.N == 0 {
 			continue
 		}
+		h, long := in.Long.Hists[name]
+		if in.Long.Hists != nil && !long {
+			// The long window cannot tell (its base reading failed to
+			// scrape): the signal is unknown, not judged by one second.
+			continue
+		}
 		known = true
 		tgt := time.Duration(c.Target * float64(max(b.P99, c.MinP99)))
 		r := float64(st.P99) / float64(tgt)
 		var over, limit float64
 		var n uint64
-		if h, ok := in.Long.Hists[name]; ok && h.Total() > 0 {
+		if long && h.Total() > 0 {
 			// Counted over the long window: congested when more of its
 			// observations beat the target than the promise and chance
 			// allow, however slow the slowest was.

@@ -119,6 +119,25 @@ func TestStepRateCountsOverTheLongWindow(t *testing.T) {
 	}
 }
 
+// TestStepRateHoldsWhenTheLongWindowCannotTell: with a long window that
+// has no histogram of the signal (its base reading failed to scrape), a
+// slow second is not judged on its own: the controller holds.
+func TestStepRateHoldsWhenTheLongWindowCannotTell(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	base := Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 4 * time.Millisecond, N: 100}}
+	steady := RateState{Started: true, Rate: 10_000_000, LastRaise: t0, LastCut: t0.Add(-time.Minute), CutFrom: 12_000_000}
+	short := Sample{At: t0.Add(time.Second), Latency: map[string]Stat{SignalWALFsync: {P99: 40 * time.Millisecond, Median: 5 * time.Millisecond, N: 25}}, Stall: -1}
+	st, d := StepRate(RateConfig{}, base, steady, RateInput{Sample: short, Long: Sample{At: short.At, Hists: map[string]Histogram{}}})
+	if d.Reason != "no signal in the window: holding" || st.Rate != steady.Rate {
+		t.Errorf("%q at %d, want a hold at %d", d.Reason, st.Rate, steady.Rate)
+	}
+	// Without a long window at all (table tests, a caller without one) the
+	// second decides, as before.
+	if _, d := StepRate(RateConfig{}, base, steady, RateInput{Sample: short}); d.Reason != "etcd over target: cutting" {
+		t.Errorf("no long window: %q, want a cut", d.Reason)
+	}
+}
+
 func TestHistogramAbove(t *testing.T) {
 	h := Histogram{Bounds: []float64{0.001, 0.002, 0.004, math.Inf(1)}, Counts: []uint64{10, 30, 40, 42}}
 	for _, c := range []struct {
