@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -110,7 +111,11 @@ func TestKeeperLearnsOnlyWhileNotPausedAndPersists(t *testing.T) {
 	if got := b[SignalWALFsync]; got.P99 > 4*time.Millisecond {
 		t.Fatalf("p99 %s after a paused window: the window was learned", got.P99)
 	}
-	// Persisted: a new keeper (an agent restart) starts with it.
+	// Persisted as every record is (0600): a new keeper (an agent
+	// restart) starts with it.
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("record %v, err %v: want mode 0600", fi, err)
+	}
 	k2 := &Keeper{File: file}
 	if err := k2.Load(); err != nil {
 		t.Fatal(err)

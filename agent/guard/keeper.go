@@ -2,11 +2,9 @@ package guard
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -49,16 +47,9 @@ func (k *Keeper) Load() error {
 	if k.File == "" {
 		return nil
 	}
-	b, err := os.ReadFile(k.File)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading the latency baseline: %w", err)
-	}
 	var r Rolling
-	if err := json.Unmarshal(b, &r); err != nil {
-		return fmt.Errorf("reading the latency baseline %s: %w", k.File, err)
+	if _, err := atomicfile.ReadJSON(k.File, &r); err != nil {
+		return fmt.Errorf("reading the latency baseline: %w", err)
 	}
 	k.mu.Lock()
 	k.rec = r
@@ -165,10 +156,7 @@ func (k *Keeper) Step(ctx context.Context) error {
 	return err
 }
 
+// save writes the record like every other (atomicfile.WriteJSON, 0600).
 func (k *Keeper) save() error {
-	b, err := json.Marshal(k.rec)
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(k.File, b, 0o644)
+	return atomicfile.WriteJSON(k.File, k.rec)
 }
