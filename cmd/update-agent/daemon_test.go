@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"github.com/update-agent/update-agent/agent/sdnotify/sdnotifytest"
 	"io"
 	"net"
 	"net/http"
@@ -46,46 +47,12 @@ func standin(t *testing.T) standintest.Binaries {
 	return standinBin
 }
 
-// notifySocket stands in for systemd's $NOTIFY_SOCKET and collects what
-// the daemon tells it.
-type notifySocket struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func listenNotify(t *testing.T, dir string) *notifySocket {
-	path := filepath.Join(dir, "notify.sock")
-	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	t.Setenv("NOTIFY_SOCKET", path)
-	n := &notifySocket{}
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			k, err := c.Read(buf)
-			if err != nil {
-				return
-			}
-			n.mu.Lock()
-			n.msgs = append(n.msgs, string(buf[:k]))
-			n.mu.Unlock()
-		}
-	}()
+// listenNotify stands in for systemd's $NOTIFY_SOCKET for the daemon run
+// in this process.
+func listenNotify(t *testing.T, dir string) *sdnotifytest.Socket {
+	n := sdnotifytest.Listen(t, filepath.Join(dir, "notify.sock"))
+	t.Setenv("NOTIFY_SOCKET", n.Path)
 	return n
-}
-
-func (n *notifySocket) has(sub string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, m := range n.msgs {
-		if strings.Contains(m, sub) {
-			return true
-		}
-	}
-	return false
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -151,9 +118,9 @@ enabled = false
 		}
 	})
 
-	waitFor(t, "READY", func() bool { return notify.has("READY=1") })
-	if !notify.has("booted " + short(booted.Target())) {
-		t.Errorf("READY status does not name the booted deployment: %v", notify.msgs)
+	waitFor(t, "READY", func() bool { return notify.Has("READY=1") })
+	if !notify.Has("booted " + short(booted.Target())) {
+		t.Errorf("READY status does not name the booted deployment: %v", notify.Messages())
 	}
 	out, _, _ = env.CLI("", "status", "--json")
 	if st, err := rpmostree.ParseStatus([]byte(out)); err != nil || st.UpdateDriver == nil || st.UpdateDriver.Name != "update-agent" {
@@ -210,7 +177,7 @@ enabled = false
 	case <-time.After(20 * time.Second):
 		t.Fatal("daemon did not stop on SIGTERM")
 	}
-	waitFor(t, "STOPPING", func() bool { return notify.has("STOPPING=1") })
+	waitFor(t, "STOPPING", func() bool { return notify.Has("STOPPING=1") })
 	if code, _, serr := runIn("status", "--root", root); code != exitFailure || !strings.Contains(serr, "is update-agent.service running") {
 		t.Errorf("status without a daemon: exit %d, %s", code, serr)
 	}

@@ -104,7 +104,7 @@ client_ca_file = "/etc/fl/ca.pem"
 	good := client(pki.ClientCertFile, pki.ClientKey)
 	// Type=notify: READY=1 once the port is bound, so a client may ask
 	// right after, without retrying.
-	waitFor(t, "READY=1", func() bool { return notify.has("READY=1") })
+	waitFor(t, "READY=1", func() bool { return notify.Has("READY=1") })
 	if code, body, err := fleetLockPost(good, url, "worker-1"); err != nil || code != http.StatusOK {
 		t.Fatalf("first request after READY=1: %d %s %v", code, body, err)
 	}
@@ -157,7 +157,7 @@ client_ca_file = "/etc/fl/ca.pem"
 	case <-time.After(20 * time.Second):
 		t.Fatal("fleetlock serve did not stop on SIGTERM")
 	}
-	waitFor(t, "STOPPING=1 after SIGTERM", func() bool { return notify.has("STOPPING=1") })
+	waitFor(t, "STOPPING=1 after SIGTERM", func() bool { return notify.Has("STOPPING=1") })
 	if !strings.Contains(stderr.String(), "FleetLock slot granted") {
 		t.Errorf("no grant logged:\n%s", stderr.String())
 	}

@@ -5,7 +5,7 @@ package idle
 import (
 	"bufio"
 	"fmt"
-	"net"
+	"github.com/update-agent/update-agent/agent/sdnotify/sdnotifytest"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -103,7 +102,7 @@ metrics_url = %q
 	writeFile(t, filepath.Join(root, "proc/sys/kernel/random/boot_id"), "idle-bench-boot\n")
 
 	bus := startBus(t, tmp)
-	notify := listenNotify(t, filepath.Join(tmp, "notify.sock"))
+	notify := sdnotifytest.Listen(t, filepath.Join(tmp, "notify.sock"))
 	logPath := filepath.Join(tmp, "agent.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -113,7 +112,7 @@ metrics_url = %q
 	cmd := exec.Command(agentBin, "daemon", "--root", root)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Env = append(baseEnv(), host.ClientEnv("update-agent.service")...)
-	cmd.Env = append(cmd.Env, "DBUS_SYSTEM_BUS_ADDRESS="+bus, "NOTIFY_SOCKET="+notify.path)
+	cmd.Env = append(cmd.Env, "DBUS_SYSTEM_BUS_ADDRESS="+bus, "NOTIFY_SOCKET="+notify.Path)
 	unitEnv := unitEnvironment(t)
 	cmd.Env = append(cmd.Env, unitEnv...)
 	if err := cmd.Start(); err != nil {
@@ -144,7 +143,7 @@ metrics_url = %q
 	})
 
 	readyBy := time.Now().Add(90 * time.Second)
-	for !notify.has("READY=1") {
+	for !notify.Has("READY=1") {
 		select {
 		case err := <-exited:
 			t.Fatalf("the agent exited before READY: %v", err)
@@ -347,47 +346,6 @@ func startBus(t *testing.T, dir string) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// notifySocket stands in for systemd's $NOTIFY_SOCKET.
-type notifySocket struct {
-	path string
-	mu   sync.Mutex
-	msgs []string
-}
-
-func listenNotify(t *testing.T, path string) *notifySocket {
-	t.Helper()
-	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	n := &notifySocket{path: path}
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			k, err := c.Read(buf)
-			if err != nil {
-				return
-			}
-			n.mu.Lock()
-			n.msgs = append(n.msgs, string(buf[:k]))
-			n.mu.Unlock()
-		}
-	}()
-	return n
-}
-
-func (n *notifySocket) has(sub string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, m := range n.msgs {
-		if strings.Contains(m, sub) {
-			return true
-		}
-	}
-	return false
 }
 
 func writeFile(t *testing.T, path, content string) {
