@@ -5,6 +5,7 @@ package guestbin
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,19 +17,30 @@ import (
 // client.
 const EtcdVersion = "v3.7.3"
 
-// Etcd writes the etcd server binary to dst. It is built (the module's main
-// package) in a module of its own: built inside ours, its command-line
-// dependencies would have to be in our go.sum. The binary is cached next to
-// the guest image.
+// Etcd writes the etcd server binary to dst (BuildEtcd), failing t.
 func Etcd(t testing.TB, ctx context.Context, dst string) {
 	t.Helper()
+	if err := BuildEtcd(ctx, dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BuildEtcd writes the etcd server binary to dst. It is built (the module's
+// main package) in a module of its own: built inside ours, its command-line
+// dependencies would have to be in our go.sum. The binary is cached next to
+// the guest image; the tests, the bench and the demo share it.
+func BuildEtcd(ctx context.Context, dst string) error {
 	cache, err := os.UserCacheDir()
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	cached := filepath.Join(cache, "update-agent-guest", "etcd-"+EtcdVersion)
 	if _, err := os.Stat(cached); err != nil {
-		dir := t.TempDir()
+		dir, err := os.MkdirTemp("", "etcd-build-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
 		for _, argv := range [][]string{
 			{"go", "mod", "init", "etcdbuild"},
 			{"go", "get", "go.etcd.io/etcd/server/v3@" + EtcdVersion},
@@ -36,22 +48,20 @@ func Etcd(t testing.TB, ctx context.Context, dst string) {
 		} {
 			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GOWORK=off")
 			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("building etcd: %s: %v\n%s", strings.Join(argv, " "), err, out)
+				return fmt.Errorf("building etcd %s: %s: %w\n%s", EtcdVersion, strings.Join(argv, " "), err, out)
 			}
 		}
 		if err := os.Rename(cached+".tmp", cached); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
 	b, err := os.ReadFile(cached)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	if err := os.WriteFile(dst, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	return os.WriteFile(dst, b, 0o755)
 }
 
 // EtcdUnit runs the guest's single-member etcd (binary in /usr/local/bin,
