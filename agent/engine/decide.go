@@ -17,8 +17,8 @@ import (
 // take a slot (followers first) -> check quorum and health -> pre-reboot
 // hooks -> tell the people on the host -> wait for logged-in users (up to
 // the logged-in delay) -> re-check window, gates, leadership and quorum ->
-// fence the slot -> finalize (reboot) -> after boot: booted is the target and the member is
-// healthy -> release. Which step handles which event in which phase is the
+// fence the slot -> finalize (reboot) -> after boot: booted is the target
+// and the member is healthy -> release. Which step handles which event in which phase is the
 // table in flow.go; FLOW.md shows it with the trace of a whole cycle.
 func Decide(st state.State, ev Event, obs Obs, pol Policy, now time.Time) (state.State, Action) {
 	d := decider{st: st.Clone(), obs: obs, pol: pol, now: now}
