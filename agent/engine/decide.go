@@ -139,7 +139,7 @@ func (d *decider) onHooksDone(ev HooksDone) Action {
 		return d.failedHoldingSlot("hooks", ev.Err)
 	}
 	d.st.HooksRan = true
-	return Action{Kind: ActPrecheck, Reason: "last checks before finalizing"}
+	return Action{Kind: ActPrecheck, Reason: "checking again before telling the people on the host"}
 }
 
 // onNoticeDone: the people on the host were told. The last checks follow;
