@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/update-agent/update-agent/agent/gates"
 	"github.com/update-agent/update-agent/agent/systemd"
@@ -36,13 +37,15 @@ func (g Gates) Rebooted(ctx context.Context) error { return g.C.Released(ctx, g.
 type Host struct {
 	Notifier gates.Notifier
 	Node     string
-	Log      *slog.Logger
+	// LoggedInDelay is only told in the message (the engine waits).
+	LoggedInDelay time.Duration
+	Log           *slog.Logger
 	// BootComplete asks systemd (systemd.Conn.BootComplete); nil = always.
 	BootDone func(ctx context.Context) (bool, error)
 }
 
 func (h Host) Announce(ctx context.Context, target string) error {
-	msg := gates.Message(h.Node, target)
+	msg := gates.Message(h.Node, target, h.LoggedInDelay)
 	if h.Notifier.MOTDFile == "" && h.Notifier.Wall == "" {
 		return nil // reboot.notify_users = false
 	}
@@ -51,6 +54,8 @@ func (h Host) Announce(ctx context.Context, target string) error {
 	}
 	return h.Notifier.Announce(ctx, msg)
 }
+
+func (h Host) LoggedIn(ctx context.Context) (int, error) { return h.Notifier.LoggedIn(ctx) }
 
 func (h Host) Unannounce() error { return h.Notifier.Clear() }
 

@@ -333,7 +333,28 @@ func (k *checker) reboot(r *Reboot) {
 		k.warn("reboot.windows", "ignored while reboot.strategy is \"immediate\"")
 	}
 	k.commands("reboot.hooks", r.Hooks)
-	k.nonNegative("reboot.logged_in_delay", r.LoggedInDelay)
+	k.loggedInDelay(r.LoggedInDelay)
+}
+
+// MaxLoggedInDelay bounds reboot.logged_in_delay: the node holds its
+// group's reboot slot through the delay, so every other node of the group
+// waits that long too.
+const MaxLoggedInDelay = time.Hour
+
+// loggedInDelay bounds the wait for logged-in users: at most
+// MaxLoggedInDelay, and with the etcd lock shorter than the reboot budget
+// (lock.reboot_lease_ttl), which is how long the group lets a holder be
+// gone; a wait beyond it would hold the slot longer than a reboot may take.
+func (k *checker) loggedInDelay(d Duration) {
+	const key = "reboot.logged_in_delay"
+	switch ttl := k.c.Lock.RebootLeaseTTL; {
+	case d < 0:
+		k.fail(key, "must be >= 0, got %q", d.String())
+	case d.D() > MaxLoggedInDelay:
+		k.fail(key, "must be <= %s (the node holds its group's reboot slot while it waits), got %q", Duration(MaxLoggedInDelay), d.String())
+	case k.c.Lock.Enabled && d >= ttl:
+		k.failRel(key, []string{"lock.reboot_lease_ttl"}, "must be shorter than lock.reboot_lease_ttl (%s, the reboot budget: the node holds its slot while it waits), got %q", ttl, d.String())
+	}
 }
 
 // commands checks hooks and gate commands: argv by absolute path (no shell,

@@ -104,6 +104,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
+// MaxAnswer bounds what the client reads of an answer (1 MiB). A status is
+// a few KiB; whatever answers on the socket, the client never holds more.
+const MaxAnswer = 1 << 20
+
 // Client talks to a daemon's control socket.
 type Client struct {
 	Socket string
@@ -128,9 +132,12 @@ func (c Client) do(ctx context.Context, method, path string) ([]byte, error) {
 		return nil, fmt.Errorf("talking to the daemon at %s (is update-agent.service running?): %w", c.Socket, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswer+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading the daemon's answer: %w", err)
+	}
+	if len(b) > MaxAnswer {
+		return nil, fmt.Errorf("reading the daemon's answer: longer than %d bytes (control.MaxAnswer); not the daemon's status", MaxAnswer)
 	}
 	if resp.StatusCode/100 != 2 {
 		return nil, fmt.Errorf("daemon answered %s: %s", resp.Status, strings.TrimSpace(string(b)))

@@ -1,12 +1,16 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -77,5 +81,33 @@ func TestClientWithoutDaemon(t *testing.T) {
 	_, err := c.Status(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "is update-agent.service running") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// TestAnswerBounded: whatever answers on the socket, the client reads at
+// most MaxAnswer bytes and says so; an answer of MaxAnswer bytes is read.
+func TestAnswerBounded(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "control.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size atomic.Int64
+	size.Store(MaxAnswer)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte(`"`))
+		w.Write(bytes.Repeat([]byte("x"), int(size.Load())-2))
+		w.Write([]byte(`"`))
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c := Client{Socket: sock}
+	if raw, err := c.Status(context.Background()); err != nil || len(raw) != MaxAnswer {
+		t.Fatalf("answer of MaxAnswer bytes: %d bytes, %v", len(raw), err)
+	}
+	size.Store(MaxAnswer + 1)
+	_, err = c.Status(context.Background())
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("longer than %d bytes (control.MaxAnswer)", MaxAnswer)) {
+		t.Fatalf("answer over MaxAnswer: err %v", err)
 	}
 }

@@ -15,9 +15,10 @@ import (
 //
 // The flow, in order: check -> stage gently (locked) -> wait for a window ->
 // take a slot (followers first) -> check quorum and health -> pre-reboot
-// hooks -> re-check window, leadership and quorum -> fence the slot ->
-// finalize (reboot) -> after boot: booted is the target and the member is
-// healthy -> release. Which step handles which event in which phase is the
+// hooks -> tell the people on the host -> wait for logged-in users (up to
+// the logged-in delay) -> re-check window, gates, leadership and quorum ->
+// fence the slot -> finalize (reboot) -> after boot: booted is the target
+// and the member is healthy -> release. Which step handles which event in which phase is the
 // table in flow.go; FLOW.md shows it with the trace of a whole cycle.
 func Decide(st state.State, ev Event, obs Obs, pol Policy, now time.Time) (state.State, Action) {
 	d := decider{st: st.Clone(), obs: obs, pol: pol, now: now}
@@ -27,6 +28,9 @@ func Decide(st state.State, ev Event, obs Obs, pol Policy, now time.Time) (state
 	act := d.decide(ev)
 	if d.st.Phase != state.HoldingSlot {
 		d.st.HooksRan = false
+	}
+	if !d.st.HooksRan {
+		d.st.Noticed = time.Time{} // told again after the hooks run again
 	}
 	if d.st.Phase != st.Phase || d.st.Since.IsZero() {
 		d.st.Since = now
@@ -135,7 +139,14 @@ func (d *decider) onHooksDone(ev HooksDone) Action {
 		return d.failedHoldingSlot("hooks", ev.Err)
 	}
 	d.st.HooksRan = true
-	return Action{Kind: ActPrecheck, Reason: "last checks before finalizing"}
+	return Action{Kind: ActPrecheck, Reason: "checking again before telling the people on the host"}
+}
+
+// onNoticeDone: the people on the host were told. The last checks follow;
+// while users are logged in they wait first (onPrechecked), so the gates,
+// quorum and the fence are looked at after the delay, not before it.
+func (d *decider) onNoticeDone(NoticeDone) Action {
+	return Action{Kind: ActPrecheck, Reason: "told the people on the host; last checks before finalizing"}
 }
 
 func (d *decider) onLeaderMoved(ev LeaderMoved) Action {

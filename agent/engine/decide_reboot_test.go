@@ -14,8 +14,8 @@ import (
 func TestDecideFinalizeAfterBoot(t *testing.T) {
 	runDecide(t, []decideCase{
 		// 5. Last checks and finalize.
-		{name: "all clear: fence the slot", st: rec(state.HoldingSlot, drained), ev: Prechecked{Safe: true}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActFence},
-		{name: "slot proven held: finalize", st: rec(state.HoldingSlot, drained), ev: FenceDone{}, os: staged, wantPhase: state.Finalizing, wantAct: ActFinalize},
+		{name: "all clear: fence the slot", st: rec(state.HoldingSlot, told), ev: Prechecked{Safe: true}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActFence},
+		{name: "slot proven held: finalize", st: rec(state.HoldingSlot, told), ev: FenceDone{}, os: staged, wantPhase: state.Finalizing, wantAct: ActFinalize},
 		{name: "fence found the slot lost: no finalize, queue again", st: rec(state.HoldingSlot), ev: FenceDone{Err: fmt.Errorf("x: %w", ErrSlotLost)}, os: staged,
 			wantPhase: state.Staged, wantAct: ActQueryOrder,
 			check: func(t *testing.T, s state.State, a Action) {
@@ -29,8 +29,8 @@ func TestDecideFinalizeAfterBoot(t *testing.T) {
 		{name: "after a failed fence: the last checks again", st: rec(state.HoldingSlot), ev: Ticked{}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActPrecheck},
 		{name: "window closed meanwhile: release, stay staged", st: rec(state.HoldingSlot), ev: Prechecked{Safe: true}, os: staged,
 			pol: func(p *Policy) { p.Window = hours{5, 6} }, wantPhase: state.Releasing, wantAct: ActRelease},
-		{name: "leader: move leadership first", st: rec(state.HoldingSlot, drained), ev: Prechecked{Leader: true, Safe: true}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActMoveLeader},
-		{name: "leader, moving disabled: fence, then finalize", st: rec(state.HoldingSlot, drained), ev: Prechecked{Leader: true, Safe: true}, os: staged,
+		{name: "leader: move leadership first", st: rec(state.HoldingSlot, told), ev: Prechecked{Leader: true, Safe: true}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActMoveLeader},
+		{name: "leader, moving disabled: fence, then finalize", st: rec(state.HoldingSlot, told), ev: Prechecked{Leader: true, Safe: true}, os: staged,
 			pol: func(p *Policy) { p.MoveLeader = false }, wantPhase: state.HoldingSlot, wantAct: ActFence},
 		{name: "quorum unsafe after the hooks: hold and wait", st: rec(state.HoldingSlot, drained), ev: Prechecked{Reason: "member m2 unhealthy"}, os: staged,
 			wantPhase: state.HoldingSlot, wantAct: ActWait, wantWhy: "m2 unhealthy"},
@@ -131,17 +131,20 @@ func TestDecideNeverFinalizesBlind(t *testing.T) {
 	safe := FenceDone{}
 	events := []Event{Started{}, Ticked{}, Recovered{}, Checked{Target: &tgt}, StageDone{}, CleanedUp{},
 		OrderQueried{}, SlotHeld{LeaseID: 1}, Adopted{Lease: LeaseHolding}, Adopted{Lease: LeaseGone},
-		HooksDone{}, Prechecked{Safe: true}, Prechecked{Safe: true, SlotLost: true}, LeaderMoved{}, safe, FenceDone{Err: ErrSlotLost},
+		HooksDone{}, Prechecked{Safe: true}, Prechecked{Safe: true, SlotLost: true}, NoticeDone{}, LeaderMoved{}, safe, FenceDone{Err: ErrSlotLost},
 		FenceDone{Err: errBoom}, FinalizeDone{}, VerifyDone{Healthy: true}, Released{}}
 	finalizes := 0
 	for _, p := range state.Phases {
 		for _, os := range []OSStatus{booted, staged, foreign, rebootd} {
 			for _, ev := range events {
-				for _, ran := range []bool{false, true} {
+				for _, ran := range []int{0, 1, 2} { // hooks not run, run, run and people told
 					st := rec(p)
-					st.HooksRan = ran
+					st.HooksRan = ran > 0
+					if ran == 2 {
+						st.Noticed = t0.Add(-time.Minute)
+					}
 					next, act := Decide(st, ev, Obs{BootID: "b1", OS: os, Recovered: true}, testPolicy(), t0)
-					if p == state.HoldingSlot && ran && os.Staged == staged.Staged && ev == Event(safe) {
+					if p == state.HoldingSlot && ran == 2 && os.Staged == staged.Staged && ev == Event(safe) {
 						if act.Kind != ActFinalize || next.Phase != state.Finalizing {
 							t.Errorf("safe path: %s + %T (%+v) with our deployment staged: %s (%s), phase %s; want finalize",
 								p, ev, ev, act.Kind, act.Reason, next.Phase)
@@ -154,7 +157,7 @@ func TestDecideNeverFinalizesBlind(t *testing.T) {
 					if fd, ok := ev.(FenceDone); !ok || fd.Err != nil {
 						t.Errorf("%s + %T (%+v): finalize without a fence that passed", p, ev, os)
 					}
-					if st.Phase != state.HoldingSlot || !st.HooksRan || !next.Queued || next.Locked != tgt.Checksum || os.Staged == nil || os.Staged.Checksum != tgt.Checksum {
+					if st.Phase != state.HoldingSlot || !st.HooksRan || st.Noticed.IsZero() || !next.Queued || next.Locked != tgt.Checksum || os.Staged == nil || os.Staged.Checksum != tgt.Checksum {
 						t.Errorf("%s + %T (%+v): finalize from %+v", p, ev, os, st)
 					}
 				}

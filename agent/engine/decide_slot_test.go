@@ -101,7 +101,7 @@ func TestDecideWindowSlotHooks(t *testing.T) {
 			}},
 		{name: "refused after the hooks too (membership changed)", st: rec(state.HoldingSlot, drained), ev: Prechecked{Refused: true, Reason: "1 voting member(s)"}, os: staged,
 			wantPhase: state.Releasing, wantAct: ActRelease},
-		{name: "refused but the quorum check is off: go on", st: rec(state.HoldingSlot, drained), ev: Prechecked{Safe: true, Refused: true, Reason: "x"}, os: staged,
+		{name: "refused but the quorum check is off: go on", st: rec(state.HoldingSlot, told), ev: Prechecked{Safe: true, Refused: true, Reason: "x"}, os: staged,
 			pol: func(p *Policy) { p.RequireSafe = false }, wantPhase: state.HoldingSlot, wantAct: ActFence},
 		{name: "acquire failed: retry, still queued", st: rec(state.WaitingSlot, lease), ev: SlotHeld{Err: errBoom}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActWait,
 			check: func(t *testing.T, s state.State, a Action) {

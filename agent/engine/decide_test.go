@@ -102,6 +102,9 @@ func shut(p *Policy)            { p.Window = hours{5, 6} } // opens in 2h
 func unlocked(s *state.State)   { s.Locked = "" }
 func drained(s *state.State)    { s.HooksRan = true }
 
+// told: drained, and the people on the host were told an hour ago.
+func told(s *state.State) { s.HooksRan, s.Noticed = true, t0.Add(-time.Hour) }
+
 // runDecide runs each case through Decide in the current boot "b1" (unless
 // it says otherwise) at t0.
 func runDecide(t *testing.T, cases []decideCase) {

@@ -1,9 +1,10 @@
 // Package engine runs the update flow as a crash-safe state machine:
 //
 //	check -> stage gently (locked) -> wait for a window -> take a reboot slot
-//	(followers first) -> pre-reboot hooks -> re-check window, leadership and
-//	quorum -> fence the slot -> finalize-deployment (reboot) -> after boot: booted is the
-//	target and the etcd member is healthy -> release the slot.
+//	(followers first) -> pre-reboot hooks -> tell the people on the host ->
+//	wait for logged-in users -> re-check window, gates, leadership and quorum
+//	-> fence the slot -> finalize-deployment (reboot) -> after boot: booted
+//	is the target and the etcd member is healthy -> release the slot.
 //
 // Decide (decide.go) is the pure core; it dispatches through the phase x
 // event table in flow.go, rendered in FLOW.md with the trace of a whole
@@ -200,6 +201,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}
 		e.record(st, next, ev, act, obs)
+		e.noticeTakenBack(st, next, bootID)
 		st = next
 		ev = e.do(ctx, st, act)
 	}
@@ -293,20 +295,16 @@ func (e *Engine) do(ctx context.Context, st state.State, act Action) Event {
 			o.Metrics.LeaderMoved()
 		}
 		return LeaderMoved{Err: err}
+	case ActNotify:
+		// Telling people is best effort: it never holds the reboot.
+		if err := e.busy(ctx, func() error { return o.Host.Announce(ctx, st.Locked) }); err != nil {
+			e.log.Warn("telling the people on the host about the reboot", "err", err)
+		}
+		return NoticeDone{}
 	case ActFence:
 		return FenceDone{Err: e.busy(ctx, func() error { return o.Lock.Fence(ctx) })}
 	case ActFinalize:
-		// Telling people is best effort: it never holds the reboot.
-		if err := e.busy(ctx, func() error { return o.Host.Announce(ctx, st.Locked) }); err != nil {
-			e.log.Warn("telling logged-in users about the reboot", "err", err)
-		}
-		err := e.busy(ctx, func() error { return o.OS.Finalize(ctx, st.Locked) })
-		if err != nil {
-			if uerr := o.Host.Unannounce(); uerr != nil {
-				e.log.Warn("taking back the reboot announcement", "err", uerr)
-			}
-		}
-		return FinalizeDone{Err: err}
+		return FinalizeDone{Err: e.busy(ctx, func() error { return o.OS.Finalize(ctx, st.Locked) })}
 	case ActVerify:
 		var ev VerifyDone
 		ev.Err = e.busy(ctx, func() (err error) {
@@ -360,6 +358,12 @@ func (e *Engine) precheck(ctx context.Context, st state.State) Event {
 		if hold, why := e.o.Gates.Hold(ctx); hold {
 			ev.Gated = why
 		}
+		if d := e.o.Policy.LoggedInDelay; !st.Noticed.IsZero() && e.o.Clock.Now().Before(st.Noticed.Add(d)) {
+			if ev.LoggedIn, err = e.o.Host.LoggedIn(ctx); err != nil {
+				e.log.Warn("counting the logged-in sessions (waiting for the logged-in delay)", "err", err)
+				ev.LoggedIn = -1
+			}
+		}
 		if ev.Leader, err = e.o.Cluster.LocalIsLeader(ctx); err != nil {
 			return err
 		}
@@ -371,6 +375,20 @@ func (e *Engine) precheck(ctx context.Context, st state.State) Event {
 		return err
 	})
 	return ev
+}
+
+// noticeTakenBack removes the notice when the record stops saying the people
+// on the host were told (notice given, or finalizing) in the same boot: the
+// reboot is not coming after all (a release, a failed finalize, a restart
+// that drains again). After a reboot /run is empty anyway.
+func (e *Engine) noticeTakenBack(prev, next state.State, bootID string) {
+	told := func(s state.State) bool { return !s.Noticed.IsZero() || s.Phase == state.Finalizing }
+	if !told(prev) || told(next) || prev.BootID != bootID {
+		return
+	}
+	if err := e.o.Host.Unannounce(); err != nil {
+		e.log.Warn("taking back the reboot notice", "err", err)
+	}
 }
 
 // busy runs a blocking action while beating the watchdog: a long staging or

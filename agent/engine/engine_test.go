@@ -23,11 +23,12 @@ type harness struct {
 	dir   string
 	clock *clockwork.FakeClock
 	pol   Policy
-	saves int          // saves made by the last process
-	disk  Store        // the state directory, surviving processes
-	gates Gates        // nil: NoGates
-	host  Host         // nil: NoHost
-	log   *slog.Logger // nil: discarded
+	saves int           // saves made by the last process
+	disk  Store         // the state directory, surviving processes
+	gates Gates         // nil: NoGates
+	host  Host          // nil: NoHost
+	log   *slog.Logger  // nil: discarded
+	step  time.Duration // the clock moves this much whenever the engine waits (0: an hour)
 }
 
 func newHarness(t *testing.T) *harness {
@@ -72,7 +73,11 @@ func (h *harness) run(store Store) (Snapshot, error) {
 				cancel()
 				return
 			}
-			h.clock.Advance(time.Hour)
+			step := h.step
+			if step == 0 {
+				step = time.Hour
+			}
+			h.clock.Advance(step)
 		}
 	}()
 	err := <-errc

@@ -57,10 +57,17 @@ type (
 		// configuration (ErrRefused); Reason says why.
 		Refused bool
 		// Gated: the reboot gates that hold the node, and why ("" = none).
-		Gated  string
-		Reason string
-		Err    error
+		Gated string
+		// LoggedIn: the interactive sessions on the host, asked only while
+		// the logged-in delay after the notice runs; -1: could not tell.
+		LoggedIn int
+		Reason   string
+		Err      error
 	}
+	// NoticeDone: the people on the host were told that the reboot is
+	// coming (motd line, wall). Telling is best effort: a failure is logged
+	// and never holds the reboot.
+	NoticeDone struct{}
 	// FenceDone: the slot was proven held right before finalizing (Err
 	// nil), found lost (ErrSlotLost), or could not be proven.
 	FenceDone struct{ Err error }
@@ -93,6 +100,7 @@ func (Adopted) eventName() string      { return "adopted" }
 func (HooksDone) eventName() string    { return "hooks_done" }
 func (Prechecked) eventName() string   { return "prechecked" }
 func (LeaderMoved) eventName() string  { return "leader_moved" }
+func (NoticeDone) eventName() string   { return "noticed" }
 func (FenceDone) eventName() string    { return "fenced" }
 func (FinalizeDone) eventName() string { return "finalized" }
 func (VerifyDone) eventName() string   { return "verified" }
@@ -113,6 +121,7 @@ const (
 	ActRunHooks   ActionKind = "run_hooks"   // pre-reboot hooks
 	ActPrecheck   ActionKind = "precheck"    // slot, leadership and quorum: before the hooks and before finalizing
 	ActMoveLeader ActionKind = "move_leader" // hand leadership away
+	ActNotify     ActionKind = "notify"      // tell the people on the host: motd line, wall
 	ActFence      ActionKind = "fence"       // prove the slot is held, right before finalizing
 	ActFinalize   ActionKind = "finalize"    // finalize-deployment: unlock + reboot
 	ActVerify     ActionKind = "verify"      // local member healthy after boot
@@ -181,6 +190,10 @@ type Policy struct {
 	RecheckInterval time.Duration
 	// RebootTimeout: finalize succeeded but no reboot came by then.
 	RebootTimeout time.Duration
+	// LoggedInDelay: after the notice, while users are logged in, the
+	// last checks and the fence wait up to this long for them to log out
+	// (reboot.logged_in_delay); 0: not at all.
+	LoggedInDelay time.Duration
 }
 
 // Backoff is retry delay policy: exponential from Base, capped at Max,

@@ -42,7 +42,8 @@ type world struct {
 	stages, finalizes, releases int
 	rebootPending               bool
 	violations                  []string
-	onFinalize                  func() // the harness stops the engine: the host goes down
+	onFinalize                  func()       // the harness stops the engine: the host goes down
+	note                        func(string) // sees fence and finalize, in order with other fakes
 	onStageStep                 func() error
 }
 
@@ -108,6 +109,9 @@ func (w *world) Check(ctx context.Context) (*state.Target, error) {
 
 func (w *world) Finalize(ctx context.Context, checksum string) error {
 	w.mu.Lock()
+	if w.note != nil {
+		w.note("finalize")
+	}
 	w.finalizes++
 	switch {
 	case w.staged == "":
@@ -224,6 +228,9 @@ func (w *world) Withdraw(ctx context.Context) error                { return nil 
 func (w *world) Fence(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.note != nil {
+		w.note("fence")
+	}
 	if !w.holding() {
 		return ErrSlotLost
 	}

@@ -54,9 +54,12 @@ var flow = []route{
 	{ev: Adopted{}, steps: in(on((*decider).onAdopted), state.WaitingSlot, state.HoldingSlot, state.Verifying)},
 	// 4. Quorum, health and gates first, then the pre-reboot hooks; a
 	// failed hook gives the slot back and keeps the staged update locked.
-	// 5. Re-check window, gates, leadership and quorum, fence, finalize.
+	// 5. Tell the people on the host, wait for logged-in users (up to the
+	// logged-in delay), then re-check window, gates, leadership and
+	// quorum, fence, finalize.
 	{ev: Prechecked{}, steps: in(on((*decider).onPrechecked), state.HoldingSlot)},
 	{ev: HooksDone{}, steps: in(on((*decider).onHooksDone), state.HoldingSlot)},
+	{ev: NoticeDone{}, steps: in(on((*decider).onNoticeDone), state.HoldingSlot)},
 	{ev: LeaderMoved{}, steps: in(on((*decider).onLeaderMoved), state.HoldingSlot)},
 	{ev: FenceDone{}, steps: in(on((*decider).onFenceDone), state.HoldingSlot)},
 	{ev: FinalizeDone{}, steps: in(on((*decider).onFinalizeDone), state.Finalizing)},

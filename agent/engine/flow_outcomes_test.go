@@ -25,6 +25,7 @@ func outcomes() map[[2]string][]string {
 		HooksDone{}, HooksDone{Err: errBoom},
 		Prechecked{Safe: true}, Prechecked{}, Prechecked{Safe: true, Leader: true}, Prechecked{SlotLost: true},
 		Prechecked{Refused: true, Reason: "2 members"}, Prechecked{Safe: true, Gated: "alarm"}, Prechecked{Err: errBoom},
+		Prechecked{Safe: true, LoggedIn: 2}, Prechecked{Safe: true, LoggedIn: -1}, NoticeDone{},
 		LeaderMoved{}, LeaderMoved{Err: errBoom},
 		FenceDone{}, FenceDone{Err: ErrSlotLost}, FenceDone{Err: errBoom},
 		FinalizeDone{}, FinalizeDone{Err: ErrNoStagedDeployment}, FinalizeDone{Err: ErrInhibited}, FinalizeDone{Err: errOther},
@@ -33,12 +34,15 @@ func outcomes() map[[2]string][]string {
 	}
 	records := func(p state.Phase) []state.State {
 		var out []state.State
-		for _, ran := range []bool{false, true} {
+		for _, ran := range []int{0, 1, 2} { // hooks not run, run, run and people told
 			for _, queued := range []bool{false, true} {
 				for _, f := range []state.Failure{{}, {Count: 1, RetryAt: t0.Add(time.Hour)}, {Count: 3, SetAside: true}} {
 					for _, later := range []bool{false, true} {
 						s := rec(p)
-						s.HooksRan, s.Queued = ran, queued
+						s.HooksRan, s.Queued = ran > 0, queued
+						if ran == 2 {
+							s.Noticed = t0
+						}
 						if f.Count > 0 {
 							s.Failures = map[string]state.Failure{tgt.Checksum: f}
 						}
@@ -58,6 +62,7 @@ func outcomes() map[[2]string][]string {
 		func(p *Policy) { p.MoveLeader = false },
 		func(p *Policy) { p.RequireSafe = false },
 		func(p *Policy) { p.Disabled = true },
+		func(p *Policy) { p.LoggedInDelay = time.Minute },
 	}
 	seen := map[[2]string]map[string]bool{}
 	for _, r := range flow {

@@ -134,7 +134,7 @@ func flowTable() string {
 // end there).
 func TestFlowTableComplete(t *testing.T) {
 	events := []Event{Started{}, Ticked{}, Recovered{}, Checked{}, StageDone{}, CleanedUp{}, OrderQueried{}, SlotHeld{},
-		Adopted{}, HooksDone{}, Prechecked{}, FenceDone{}, LeaderMoved{}, FinalizeDone{}, VerifyDone{}, Released{}}
+		Adopted{}, HooksDone{}, Prechecked{}, NoticeDone{}, FenceDone{}, LeaderMoved{}, FinalizeDone{}, VerifyDone{}, Released{}}
 	if len(flow) != len(events) || len(routes) != len(events) {
 		t.Errorf("flow has %d rows (%d distinct), want one per event (%d)", len(flow), len(routes), len(events))
 	}

@@ -145,11 +145,13 @@ type Gates interface {
 // Host is the host's own side of a reboot: the people logged in, and
 // systemd's verdict on the boot.
 type Host interface {
-	// Announce tells logged-in users that target is about to be applied
-	// (motd, wall), first waiting up to the configured delay for them to
-	// log out.
+	// Announce tells the people on the host that target is about to be
+	// applied (motd line, wall); it does not wait. The engine then waits
+	// for logged-in users (Policy.LoggedInDelay) before the last checks.
 	Announce(ctx context.Context, target string) error
-	// Unannounce takes the announcement back (finalize was refused).
+	// LoggedIn counts the interactive sessions (logind).
+	LoggedIn(ctx context.Context) (int, error)
+	// Unannounce takes the announcement back (no reboot after all).
 	Unannounce() error
 	// BootComplete reports whether systemd judged this boot good
 	// (boot-complete.target reached).
@@ -194,6 +196,7 @@ func (NoHooks) Run(context.Context) error                            { return ni
 func (NoGates) Hold(context.Context) (bool, string)       { return false, "" }
 func (NoGates) Rebooted(context.Context) error            { return nil }
 func (NoHost) Announce(context.Context, string) error     { return nil }
+func (NoHost) LoggedIn(context.Context) (int, error)      { return 0, nil }
 func (NoHost) Unannounce() error                          { return nil }
 func (NoHost) BootComplete(context.Context) (bool, error) { return true, nil }
 

@@ -203,12 +203,40 @@ func (d *decider) onPrechecked(ev Prechecked) Action {
 			return d.wait(d.now.Add(d.pol.RecheckInterval), "holding the slot, not draining yet; not safe to reboot: "+ev.Reason)
 		}
 		return Action{Kind: ActRunHooks, Reason: "running pre-reboot hooks"}
+	case d.st.Noticed.IsZero():
+		// Warn first, then wait for logged-in users, then the last checks
+		// and the fence: a gate closing or the slot going during the delay
+		// is seen before finalizing. No notice of a reboot that must wait.
+		if !ev.Safe && d.pol.RequireSafe {
+			return d.wait(d.now.Add(d.pol.RecheckInterval), "holding the slot; not safe to reboot: "+ev.Reason)
+		}
+		d.st.Noticed = d.now
+		return Action{Kind: ActNotify, Reason: "telling the people on the host that the reboot is coming"}
+	case ev.LoggedIn != 0 && d.now.Before(d.st.Noticed.Add(d.pol.LoggedInDelay)):
+		return d.awaitLogout(ev.LoggedIn)
 	case ev.Leader && d.pol.MoveLeader:
 		return Action{Kind: ActMoveLeader, Reason: "local member is the etcd leader: moving leadership away"}
 	case !ev.Safe && d.pol.RequireSafe:
 		return d.wait(d.now.Add(d.pol.RecheckInterval), "holding the slot; not safe to reboot: "+ev.Reason)
 	}
 	return Action{Kind: ActFence, Reason: "proving the reboot slot is still held before finalizing"}
+}
+
+// awaitLogout: users are logged in and the logged-in delay since the notice
+// runs. Look again every RecheckInterval (the checks run again each time, so
+// a gate that closes meanwhile holds the reboot), at the latest at its end.
+func (d *decider) awaitLogout(sessions int) Action {
+	deadline := d.st.Noticed.Add(d.pol.LoggedInDelay)
+	until := d.now.Add(d.pol.RecheckInterval)
+	if deadline.Before(until) {
+		until = deadline
+	}
+	who := fmt.Sprintf("%d session(s) logged in", sessions)
+	if sessions < 0 {
+		who = "cannot count the logged-in sessions"
+	}
+	return d.wait(until, fmt.Sprintf("holding the slot; %s: rebooting once nobody is logged in, at the latest at %s (reboot.logged_in_delay)",
+		who, deadline.UTC().Format(time.RFC3339)))
 }
 
 // onFenceDone finalizes only once the slot is proven held: a node cut off from
@@ -223,6 +251,8 @@ func (d *decider) onFenceDone(ev FenceDone) Action {
 		return d.retry("proving the reboot slot is held before finalizing", ev.Err)
 	case !d.st.HooksRan:
 		return Action{Kind: ActPrecheck, Reason: "checking etcd quorum and health before the pre-reboot hooks"}
+	case d.st.Noticed.IsZero():
+		return d.lastChecks() // stale: the people on the host are told first
 	case !d.pol.Window.Contains(d.now):
 		d.st.Phase = state.Releasing
 		d.st.LastError = "the reboot window closed before finalizing"

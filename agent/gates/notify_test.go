@@ -5,11 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/jonboulle/clockwork"
 )
 
 // wallStub is a "wall" that records its stdin, so the test sees what users
@@ -28,7 +25,7 @@ func TestAnnounceWritesMOTDAndWall(t *testing.T) {
 	bin, out := wallStub(t)
 	motd := filepath.Join(t.TempDir(), "motd.d", "90-update-agent")
 	n := Notifier{MOTDFile: motd, Wall: bin}
-	msg := Message("cp1", "abc123")
+	msg := Message("cp1", "abc123", 0)
 	if err := n.Announce(context.Background(), msg); err != nil {
 		t.Fatal(err)
 	}
@@ -52,48 +49,29 @@ func TestAnnounceWritesMOTDAndWall(t *testing.T) {
 	}
 }
 
-// With users logged in the wall waits until they log out, or until
-// logged_in_delay has passed, whichever is first.
-func TestAnnounceWaitsForLoggedInUsers(t *testing.T) {
-	for _, tc := range []struct {
-		name        string
-		logoutAfter int // polls before the users log out; -1 never
-		wantWaited  time.Duration
-	}{
-		{"nobody logged in", 0, 0},
-		{"users log out", 3, 30 * time.Second},
-		{"users stay", -1, 5 * time.Minute},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			bin, out := wallStub(t)
-			clock := clockwork.NewFakeClock()
-			start := clock.Now()
-			var polls atomic.Int32
-			n := Notifier{Wall: bin, Clock: clock, Poll: 10 * time.Second, LoggedInDelay: 5 * time.Minute,
-				Users: func(context.Context) (int, error) {
-					p := int(polls.Add(1)) - 1
-					if tc.logoutAfter >= 0 && p >= tc.logoutAfter {
-						return 0, nil
-					}
-					return 2, nil
-				}}
-			done := make(chan error, 1)
-			finished, stop := context.WithCancel(context.Background())
-			go func() { done <- n.Announce(context.Background(), "msg\n"); stop() }()
-			// Advance only while Announce sleeps on the clock, so the fake
-			// time it waited is exact.
-			for clock.BlockUntilContext(finished, 1) == nil {
-				clock.Advance(10 * time.Second)
-			}
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
-			if waited := clock.Since(start); waited != tc.wantWaited {
-				t.Fatalf("waited %s, want %s", waited, tc.wantWaited)
-			}
-			if _, err := os.Stat(out); err != nil {
-				t.Fatalf("no wall message: %v", err)
-			}
-		})
+// Announce tells at once, users logged in or not: the wait for them is the
+// engine's, after the notice, so they are warned during it.
+func TestAnnounceDoesNotWait(t *testing.T) {
+	bin, out := wallStub(t)
+	asked := 0
+	n := Notifier{Wall: bin, Users: func(context.Context) (int, error) { asked++; return 2, nil }}
+	msg := Message("cp1", "abc123", 10*time.Minute)
+	if err := n.Announce(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(out); err != nil || string(b) != msg {
+		t.Fatalf("wall got %q %v, want %q", b, err, msg)
+	}
+	if asked != 0 {
+		t.Fatalf("Announce counted sessions %d times: it must not wait for them", asked)
+	}
+	if !strings.Contains(msg, "waits up to 10m0s for logged-in users") {
+		t.Fatalf("message does not tell the delay: %q", msg)
+	}
+	if c, err := n.LoggedIn(context.Background()); c != 2 || err != nil {
+		t.Fatalf("LoggedIn = %d, %v", c, err)
+	}
+	if c, err := (Notifier{}).LoggedIn(context.Background()); c != 0 || err != nil {
+		t.Fatalf("LoggedIn without a counter = %d, %v", c, err)
 	}
 }

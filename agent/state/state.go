@@ -94,6 +94,10 @@ type State struct {
 	// Before the hooks, quorum and health are checked first, so a node
 	// never drains only to find it may not reboot.
 	HooksRan bool `json:"hooks_ran,omitempty"`
+	// Noticed: when the people on the host were told that the reboot is
+	// coming (HoldingSlot, after the hooks). The last checks and the fence
+	// follow once nobody is logged in, or reboot.logged_in_delay after it.
+	Noticed time.Time `json:"noticed,omitzero"`
 	// CheckHealth: the host went down while this node held a slot; the
 	// local etcd member must be healthy again before the slot is released.
 	CheckHealth bool `json:"check_health,omitempty"`

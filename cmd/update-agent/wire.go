@@ -153,6 +153,7 @@ func (a *agent) policy() engine.Policy {
 		RequireSafe:     c.Leader.RequireQuorum,
 		RecheckInterval: recheckInterval,
 		RebootTimeout:   rebootTimeout,
+		LoggedInDelay:   c.Reboot.LoggedInDelay.D(), // no sessions are counted without reboot.notify_users
 	}
 }
 

@@ -26,9 +26,12 @@ func (a *agent) wireGates() (*adapters.Gates, *adapters.Host, error) {
 	}
 	host := &adapters.Host{Node: a.node, BootDone: adapters.SystemdBootComplete, Log: a.log}
 	if c.Reboot.NotifyUsers {
+		// The engine waits the delay (Policy.LoggedInDelay); the notice
+		// only tells it.
+		host.LoggedInDelay = c.Reboot.LoggedInDelay.D()
 		host.Notifier = gates.Notifier{
 			MOTDFile: rooted(a.root, motdFile), Wall: "/usr/bin/wall", Runner: oplog.Runner{Log: a.log},
-			Users: systemd.UserSessions, LoggedInDelay: c.Reboot.LoggedInDelay.D(),
+			Users: systemd.UserSessions,
 		}
 	}
 	return &adapters.Gates{C: chk, Node: a.node, Log: a.log}, host, nil
