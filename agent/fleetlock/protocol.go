@@ -102,7 +102,7 @@ func Parse(method, header string, raw []byte, served func(group string) bool) (P
 		return Params{}, errorf(KindInvalidRequest, "body has no client_params object")
 	}
 	p := *b.ClientParams
-	if err := checkID(p.ID); err != nil {
+	if err := CheckID(p.ID); err != nil {
 		return Params{}, errorf(KindInvalidClientIdentity, "client id %q: %s", p.ID, err)
 	}
 	if !groupRe.MatchString(p.Group) {
@@ -114,7 +114,9 @@ func Parse(method, header string, raw []byte, served func(group string) bool) (P
 	return p, nil
 }
 
-func checkID(id string) error {
+// CheckID says why id cannot be a client ID (nil when it can): it becomes
+// part of an etcd key, and `update-agent lock release` takes it back.
+func CheckID(id string) error {
 	if id == "" {
 		return fmt.Errorf("must be non-empty")
 	}
