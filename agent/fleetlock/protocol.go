@@ -28,13 +28,16 @@ const (
 	KindInvalidGroup          Kind = "invalid_group"
 	KindUnknownGroup          Kind = "unknown_group"
 	KindSemaphoreFull         Kind = "failed_lock_semaphore_full"
-	KindFailedLock            Kind = "failed_lock"
-	KindFailedUnlock          Kind = "failed_unlock"
+	// KindMinInterval: the client's turn came, but the group's previous
+	// reboot released its slot less than lock.min_interval ago.
+	KindMinInterval  Kind = "failed_lock_min_interval"
+	KindFailedLock   Kind = "failed_lock"
+	KindFailedUnlock Kind = "failed_unlock"
 )
 
 // Kinds lists every kind, for metrics.
 var Kinds = []Kind{KindOK, KindNotFound, KindMethodNotAllowed, KindMissingHeader, KindInvalidRequest,
-	KindInvalidClientIdentity, KindInvalidGroup, KindUnknownGroup, KindSemaphoreFull, KindFailedLock, KindFailedUnlock}
+	KindInvalidClientIdentity, KindInvalidGroup, KindUnknownGroup, KindSemaphoreFull, KindMinInterval, KindFailedLock, KindFailedUnlock}
 
 // Status is the HTTP status of an answer of kind k.
 func (k Kind) Status() int {
@@ -45,7 +48,7 @@ func (k Kind) Status() int {
 		return http.StatusNotFound
 	case KindMethodNotAllowed:
 		return http.StatusMethodNotAllowed
-	case KindSemaphoreFull:
+	case KindSemaphoreFull, KindMinInterval:
 		return http.StatusConflict
 	case KindFailedLock, KindFailedUnlock:
 		return http.StatusServiceUnavailable
