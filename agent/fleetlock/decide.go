@@ -51,11 +51,15 @@ func Tend(rec lock.Record, now time.Time, maxHold, queueHold time.Duration) Acti
 }
 
 // Answer is the answer to a pre-reboot whose entry stands at pos (found:
-// the entry was in the queue read): nil grants the slot.
-func Answer(pos lock.Position, found bool, group string) *Error {
+// the entry was in the queue read), with the group's spacing as read for an
+// entry not granted yet: nil grants the slot.
+func Answer(pos lock.Position, found bool, group string, spacing lock.SpacingState) *Error {
 	switch {
 	case !found:
 		return errorf(KindFailedLock, "queue entry vanished while locking (released by an operator, or expired); try again")
+	case pos.Holder && spacing.Active:
+		return errorf(KindMinInterval, "%s released its reboot slot of group %s less than lock.min_interval ago; "+
+			"next reboot of the group in %s, place kept while you keep asking", spacing.By, group, spacing.Left.Round(time.Second))
 	case pos.Holder:
 		return nil
 	}

@@ -1,6 +1,7 @@
 package fleetlock
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -48,23 +49,27 @@ func TestTend(t *testing.T) {
 
 func TestAnswer(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		pos   lock.Position
-		found bool
-		want  Kind
+		name    string
+		pos     lock.Position
+		found   bool
+		spacing lock.SpacingState
+		want    Kind
+		value   string
 	}{
-		{"holder", lock.PositionAt(0, 3, 1), true, KindOK},
-		{"second of two slots", lock.PositionAt(1, 3, 2), true, KindOK},
-		{"waiter", lock.PositionAt(2, 3, 1), true, KindSemaphoreFull},
-		{"vanished", lock.Position{}, false, KindFailedLock},
+		{"holder", lock.PositionAt(0, 3, 1), true, lock.SpacingState{}, KindOK, ""},
+		{"second of two slots", lock.PositionAt(1, 3, 2), true, lock.SpacingState{}, KindOK, ""},
+		{"waiter", lock.PositionAt(2, 3, 1), true, lock.SpacingState{}, KindSemaphoreFull, "1 client(s) ahead"},
+		{"vanished", lock.Position{}, false, lock.SpacingState{}, KindFailedLock, "vanished"},
+		{"holder within min_interval", lock.PositionAt(0, 3, 1), true, lock.SpacingState{Active: true, By: "cp1", Left: 42 * time.Second},
+			KindMinInterval, "cp1 released its reboot slot of group default less than lock.min_interval ago; next reboot of the group in 42s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := KindOK
-			if e := Answer(tc.pos, tc.found, "default"); e != nil {
-				got = e.Kind
+			got, value := KindOK, ""
+			if e := Answer(tc.pos, tc.found, "default", tc.spacing); e != nil {
+				got, value = e.Kind, e.Value
 			}
-			if got != tc.want {
-				t.Fatalf("got %s, want %s", got, tc.want)
+			if got != tc.want || !strings.Contains(value, tc.value) {
+				t.Fatalf("got %s %q, want %s %q", got, value, tc.want, tc.value)
 			}
 		})
 	}

@@ -23,4 +23,10 @@
 // pre-reboot never blocks: it queues the client (or refreshes its entry,
 // keeping its place) and answers 200 when the entry holds a slot, and
 // failed_lock_semaphore_full otherwise; zincati asks again later.
+//
+// Spacing (Options.MinInterval, lock.min_interval) is the agents' too: a
+// client whose turn came is not granted while the group's spacing marker
+// (package lock, spacing.go) lives, and gets failed_lock_min_interval with
+// the time left; steady-state of a granted slot writes the marker in the
+// transaction that deletes the entry.
 package fleetlock

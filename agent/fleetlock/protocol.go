@@ -28,13 +28,16 @@ const (
 	KindInvalidGroup          Kind = "invalid_group"
 	KindUnknownGroup          Kind = "unknown_group"
 	KindSemaphoreFull         Kind = "failed_lock_semaphore_full"
-	KindFailedLock            Kind = "failed_lock"
-	KindFailedUnlock          Kind = "failed_unlock"
+	// KindMinInterval: the client's turn came, but the group's previous
+	// reboot released its slot less than lock.min_interval ago.
+	KindMinInterval  Kind = "failed_lock_min_interval"
+	KindFailedLock   Kind = "failed_lock"
+	KindFailedUnlock Kind = "failed_unlock"
 )
 
 // Kinds lists every kind, for metrics.
 var Kinds = []Kind{KindOK, KindNotFound, KindMethodNotAllowed, KindMissingHeader, KindInvalidRequest,
-	KindInvalidClientIdentity, KindInvalidGroup, KindUnknownGroup, KindSemaphoreFull, KindFailedLock, KindFailedUnlock}
+	KindInvalidClientIdentity, KindInvalidGroup, KindUnknownGroup, KindSemaphoreFull, KindMinInterval, KindFailedLock, KindFailedUnlock}
 
 // Status is the HTTP status of an answer of kind k.
 func (k Kind) Status() int {
@@ -45,7 +48,7 @@ func (k Kind) Status() int {
 		return http.StatusNotFound
 	case KindMethodNotAllowed:
 		return http.StatusMethodNotAllowed
-	case KindSemaphoreFull:
+	case KindSemaphoreFull, KindMinInterval:
 		return http.StatusConflict
 	case KindFailedLock, KindFailedUnlock:
 		return http.StatusServiceUnavailable
@@ -102,7 +105,7 @@ func Parse(method, header string, raw []byte, served func(group string) bool) (P
 		return Params{}, errorf(KindInvalidRequest, "body has no client_params object")
 	}
 	p := *b.ClientParams
-	if err := checkID(p.ID); err != nil {
+	if err := CheckID(p.ID); err != nil {
 		return Params{}, errorf(KindInvalidClientIdentity, "client id %q: %s", p.ID, err)
 	}
 	if !groupRe.MatchString(p.Group) {
@@ -114,7 +117,9 @@ func Parse(method, header string, raw []byte, served func(group string) bool) (P
 	return p, nil
 }
 
-func checkID(id string) error {
+// CheckID says why id cannot be a client ID (nil when it can): it becomes
+// part of an etcd key, and `update-agent lock release` takes it back.
+func CheckID(id string) error {
 	if id == "" {
 		return fmt.Errorf("must be non-empty")
 	}

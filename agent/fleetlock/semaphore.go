@@ -23,6 +23,7 @@ type semaphore struct {
 	prefix                  string
 	slots                   int
 	ttl, maxHold, queueHold time.Duration
+	minInterval             time.Duration
 	clock                   clockwork.Clock
 	log                     *slog.Logger
 }
@@ -36,30 +37,33 @@ func (s *semaphore) key(p Params) string {
 var errContended = errors.New("queue entry changed concurrently, try again")
 
 // lock queues the client, or refreshes its entry (keeping its place), and
-// marks it granted once it holds a slot.
-func (s *semaphore) lock(ctx context.Context, p Params) (lock.Position, bool, error) {
+// marks it granted once it holds a slot, unless the group's previous release
+// is younger than min_interval: then the entry keeps its slot ungranted and
+// spacing says how long is left.
+func (s *semaphore) lock(ctx context.Context, p Params) (lock.Position, bool, lock.SpacingState, error) {
+	var none lock.SpacingState
 	key := s.key(p)
 	done := false
 	for range 5 {
 		var err error
 		if done, err = s.upsert(ctx, p, key); err != nil {
-			return lock.Position{}, false, err
+			return lock.Position{}, false, none, err
 		}
 		if done {
 			break
 		}
 	}
 	if !done {
-		return lock.Position{}, false, errContended
+		return lock.Position{}, false, none, errContended
 	}
 	resp, err := s.cli.Get(ctx, lock.HoldersPrefix(s.prefix, p.Group), clientv3.WithPrefix())
 	if err != nil {
-		return lock.Position{}, false, fmt.Errorf("reading the queue of group %s: %w", p.Group, err)
+		return lock.Position{}, false, none, fmt.Errorf("reading the queue of group %s: %w", p.Group, err)
 	}
 	node := lock.FleetLockNode(p.ID)
 	pos, found := lock.Locate(lock.Entries(s.prefix, p.Group, resp.Kvs), s.slots, node)
 	if !found || !pos.Holder {
-		return pos, found, nil
+		return pos, found, none, nil
 	}
 	var mine *mvccpb.KeyValue
 	for _, kv := range resp.Kvs {
@@ -69,16 +73,43 @@ func (s *semaphore) lock(ctx context.Context, p Params) (lock.Position, bool, er
 	}
 	rec, err := parse(mine)
 	if err != nil || !rec.AcquiredAt.IsZero() {
-		return pos, true, err // recursive: already granted
+		return pos, true, none, err // recursive: already granted
+	}
+	var unspaced []clientv3.Cmp
+	if s.minInterval > 0 {
+		if sp, err := s.spacing(ctx, p); err != nil || sp.Active {
+			return pos, true, sp, err
+		}
+		// Granted only while no marker exists: a release between the read
+		// and the grant is seen.
+		unspaced = append(unspaced, clientv3.Compare(clientv3.CreateRevision(lock.SpacingKey(s.prefix, p.Group)), "=", 0))
 	}
 	rec.AcquiredAt = s.clock.Now().UTC()
-	ok, err := s.replace(ctx, mine, rec)
+	ok, err := s.replace(ctx, mine, rec, unspaced...)
+	if err == nil && !ok && s.minInterval > 0 {
+		if sp, err := s.spacing(ctx, p); err != nil || sp.Active {
+			return pos, true, sp, err
+		}
+	}
 	if err != nil || !ok {
-		return pos, ok, err
+		return pos, ok, none, err
 	}
 	s.log.Info("FleetLock slot granted", "id", p.ID, "group", p.Group, "slot", pos.Index+1, "slots", pos.Slots,
 		"waited", rec.AcquiredAt.Sub(rec.QueuedAt).Round(time.Second))
-	return pos, true, nil
+	return pos, true, none, nil
+}
+
+// spacing reads the group's last release for a client whose turn came.
+func (s *semaphore) spacing(ctx context.Context, p Params) (lock.SpacingState, error) {
+	sp, err := lock.ReadSpacing(ctx, s.cli, s.prefix, p.Group)
+	if err != nil {
+		return sp, err
+	}
+	if sp.Active {
+		s.log.Info("FleetLock slot held back by lock.min_interval", "id", p.ID, "group", p.Group,
+			"released_by", sp.By, "left", sp.Left)
+	}
+	return sp, nil
 }
 
 // upsert creates the client's entry, or records that it asked again. An
@@ -141,15 +172,16 @@ func (s *semaphore) create(ctx context.Context, p Params, key string, now time.T
 }
 
 // replace rewrites an entry on its own lease if nobody changed it since kv
-// was read. The Put keeps the key's CreateRevision: its place in line.
-func (s *semaphore) replace(ctx context.Context, kv *mvccpb.KeyValue, rec lock.Record) (bool, error) {
+// was read (and cmps hold). The Put keeps the key's CreateRevision: its
+// place in line.
+func (s *semaphore) replace(ctx context.Context, kv *mvccpb.KeyValue, rec lock.Record, cmps ...clientv3.Cmp) (bool, error) {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return false, err
 	}
 	key := string(kv.Key)
 	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+		If(append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)}, cmps...)...).
 		Then(clientv3.OpPut(key, string(b), clientv3.WithLease(clientv3.LeaseID(kv.Lease)))).
 		Commit()
 	if err != nil {
@@ -158,26 +190,62 @@ func (s *semaphore) replace(ctx context.Context, kv *mvccpb.KeyValue, rec lock.R
 	return resp.Succeeded, nil
 }
 
-// unlock removes the client's entry, if any, and its lease.
+// unlock removes the client's entry, if any, and its lease. Releasing a
+// granted slot (the client rebooted) writes the group's spacing marker in
+// the same transaction, as an agent's release does.
 func (s *semaphore) unlock(ctx context.Context, p Params) error {
-	resp, err := s.cli.Delete(ctx, s.key(p), clientv3.WithPrevKV())
+	for range 5 {
+		done, err := s.unlockOnce(ctx, p)
+		if done || err != nil {
+			return err
+		}
+	}
+	return errContended
+}
+
+// unlockOnce is one attempt of unlock; done is false when another writer
+// changed the entry between the read and the delete.
+func (s *semaphore) unlockOnce(ctx context.Context, p Params) (done bool, err error) {
+	key := s.key(p)
+	resp, err := s.cli.Get(ctx, key)
 	if err != nil {
-		return fmt.Errorf("deleting queue entry: %w", err)
+		return false, fmt.Errorf("reading queue entry: %w", err)
 	}
-	if len(resp.PrevKvs) == 0 {
+	if len(resp.Kvs) == 0 {
 		s.log.Debug("FleetLock steady-state: nothing held", "id", p.ID, "group", p.Group)
-		return nil
+		return true, nil
 	}
-	prev := resp.PrevKvs[0]
-	s.revoke(ctx, clientv3.LeaseID(prev.Lease))
+	prev := resp.Kvs[0]
 	rec, _ := parse(prev)
+	var mark *lock.Marker
+	if !rec.AcquiredAt.IsZero() {
+		if mark, err = lock.NewMarker(ctx, s.cli, s.prefix, p.Group, lock.FleetLockNode(p.ID), s.minInterval); err != nil {
+			return false, err
+		}
+	}
+	tr, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", prev.ModRevision)).
+		Then(append([]clientv3.Op{clientv3.OpDelete(key)}, mark.Ops()...)...).
+		Commit()
+	if err != nil {
+		return false, fmt.Errorf("deleting queue entry: %w", err)
+	}
+	if !tr.Succeeded {
+		mark.Abandon(ctx)
+		return false, nil
+	}
+	if err := mark.Committed(ctx); err != nil {
+		s.log.Warn("FleetLock release: spacing marker written; its lease counts from a round trip before the release",
+			"id", p.ID, "group", p.Group, "err", err)
+	}
+	s.revoke(ctx, clientv3.LeaseID(prev.Lease))
 	if rec.AcquiredAt.IsZero() {
 		s.log.Info("FleetLock client left the queue", "id", p.ID, "group", p.Group)
 	} else {
 		s.log.Info("FleetLock slot released", "id", p.ID, "group", p.Group,
-			"held", s.clock.Now().Sub(rec.AcquiredAt).Round(time.Second))
+			"held", s.clock.Now().Sub(rec.AcquiredAt).Round(time.Second), "spacing_marker", mark != nil)
 	}
-	return nil
+	return true, nil
 }
 
 // tend keeps alive the leases of a group's FleetLock entries that are

@@ -43,6 +43,10 @@ type Options struct {
 	// entries outlive the last server. Whole seconds.
 	TTL     time.Duration
 	MaxHold time.Duration // fleetlock.max_hold
+	// MinInterval is lock.min_interval: a client's turn waits this long
+	// after the group's previous release, and its steady-state starts the
+	// wait for the next (0: no spacing).
+	MinInterval time.Duration
 	// QueueHold: see DefaultQueueHold (zero: the default).
 	QueueHold time.Duration
 	// Tick is the tending period (zero: a third of TTL, at most 30s).
@@ -70,6 +74,8 @@ func New(cli *clientv3.Client, o Options) (*Server, error) {
 		return nil, fmt.Errorf("fleetlock: lease TTL %v: must be whole seconds", o.TTL)
 	case o.MaxHold <= 0:
 		return nil, fmt.Errorf("fleetlock: max_hold %v: must be > 0", o.MaxHold)
+	case o.MinInterval < 0:
+		return nil, fmt.Errorf("fleetlock: min_interval %v: must not be negative", o.MinInterval)
 	}
 	if o.QueueHold <= 0 {
 		o.QueueHold = DefaultQueueHold
@@ -85,7 +91,7 @@ func New(cli *clientv3.Client, o Options) (*Server, error) {
 	}
 	log := o.Log.With("component", "fleetlock")
 	return &Server{o: o, log: log, sem: &semaphore{cli: cli, prefix: o.Prefix, slots: o.Slots, ttl: o.TTL,
-		maxHold: o.MaxHold, queueHold: o.QueueHold, clock: o.Clock, log: log}}, nil
+		maxHold: o.MaxHold, queueHold: o.QueueHold, minInterval: o.MinInterval, clock: o.Clock, log: log}}, nil
 }
 
 func (s *Server) served(group string) bool { return slices.Contains(s.o.Groups, group) }
@@ -131,12 +137,12 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, endpoint string)
 		}
 		return nil
 	}
-	pos, found, err := s.sem.lock(ctx, p)
+	pos, found, spacing, err := s.sem.lock(ctx, p)
 	if err != nil {
 		s.log.Error("FleetLock lock failed", "id", p.ID, "group", p.Group, "err", err)
 		return errorf(KindFailedLock, "taking a slot: %v", err)
 	}
-	return Answer(pos, found, p.Group)
+	return Answer(pos, found, p.Group, spacing)
 }
 
 // TendOnce keeps the wanted FleetLock entries alive and drops the others.

@@ -3,10 +3,11 @@ package gates
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/update-agent/update-agent/agent/lock"
 )
 
 // Alarms lists the cluster's active alarms (NOSPACE, CORRUPT), members
@@ -37,55 +38,38 @@ func Alarms(ctx context.Context, cli *clientv3.Client) ([]Alarm, error) {
 }
 
 // Spacing between reboots of a group is kept by etcd, not by local
-// clocks: a released holder leaves a marker key on a lease of
-// lock.min_interval, and the group's next reboot waits while it lives.
-// etcd's leader expires the lease, so hosts with skewed clocks agree.
+// clocks: the releasing holder's transaction (package lock) leaves a marker
+// key on a lease of lock.min_interval, and the group's next reboot waits
+// while it lives. etcd's leader expires the lease, so hosts with skewed
+// clocks agree.
 
-// SpacingKey is the marker of group under the lock's key prefix. Groups
-// match [a-zA-Z0-9.-]+, so "_spacing" never collides with one.
-func SpacingKey(prefix, group string) string {
-	return strings.TrimRight(prefix, "/") + "/_spacing/" + group
-}
+// SpacingKey is the marker of group under the lock's key prefix.
+func SpacingKey(prefix, group string) string { return lock.SpacingKey(prefix, group) }
 
-// MarkReleased records that node released its slot of group now; the
-// marker lives for interval. A zero interval records nothing.
+// MarkReleased is the engine's hook after a release (Gates.Rebooted). The
+// release transaction already wrote the marker with the delete of the
+// holder key; this writes one only when there is none (a release that
+// found its slot already gone), never restarting the one the release
+// wrote. A zero interval records nothing.
 func MarkReleased(ctx context.Context, cli *clientv3.Client, prefix, group, node string, interval time.Duration) error {
-	if interval <= 0 {
-		return nil
+	m, err := lock.NewMarker(ctx, cli, prefix, group, node, interval)
+	if m == nil || err != nil {
+		return err
 	}
-	ttl := int64((interval + time.Second - 1) / time.Second)
-	lease, err := cli.Grant(ctx, ttl)
+	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(m.Key()), "=", 0)).Then(m.Ops()...).Commit()
 	if err != nil {
 		return fmt.Errorf("recording the release for lock.min_interval: %w", err)
 	}
-	if _, err := cli.Put(ctx, SpacingKey(prefix, group), node, clientv3.WithLease(lease.ID)); err != nil {
-		return fmt.Errorf("recording the release for lock.min_interval: %w", err)
+	if !resp.Succeeded {
+		m.Abandon(ctx)
+		return nil
 	}
-	return nil
+	return m.Committed(ctx)
 }
 
 // ReadSpacing says whether group's previous release is younger than its
 // marker's lease.
 func ReadSpacing(ctx context.Context, cli *clientv3.Client, prefix, group string) (Spacing, error) {
-	key := SpacingKey(prefix, group)
-	resp, err := cli.Get(ctx, key)
-	if err != nil {
-		return Spacing{}, fmt.Errorf("reading %s: %w", key, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return Spacing{}, nil
-	}
-	kv := resp.Kvs[0]
-	s := Spacing{Active: true, By: string(kv.Value)}
-	if kv.Lease != 0 {
-		ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
-		if err != nil {
-			return Spacing{}, fmt.Errorf("reading the lease of %s: %w", key, err)
-		}
-		if ttl.TTL <= 0 { // expired between the two reads
-			return Spacing{}, nil
-		}
-		s.Left = time.Duration(ttl.TTL) * time.Second
-	}
-	return s, nil
+	s, err := lock.ReadSpacing(ctx, cli, prefix, group)
+	return Spacing{Active: s.Active, By: s.By, Left: s.Left}, err
 }

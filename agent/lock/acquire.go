@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // queue reads the group's whole queue and counts it here: WithCountOnly
@@ -170,7 +171,7 @@ func (l *Lock) markHeld(ctx context.Context, rec Record, createRev int64, lease 
 		return fmt.Errorf("recording reboot slot acquisition: %w", ErrDequeued)
 	}
 	l.mu.Lock()
-	l.heldRev = createRev
+	l.heldRev, l.heldBoot = createRev, rec.BootID
 	l.mu.Unlock()
 	return nil
 }
@@ -225,7 +226,7 @@ func (l *Lock) adoptSlot(ctx context.Context) (rec Record, pos Position, found b
 	pos, _ = Locate(entries, l.o.Slots, l.o.Node)
 	if pos.Holder {
 		l.mu.Lock()
-		l.heldRev = mine.CreateRevision
+		l.heldRev, l.heldBoot = mine.CreateRevision, rec.BootID
 		l.mu.Unlock()
 		l.log.Info("re-adopted reboot slot", "slot", pos.Index+1, "slots", pos.Slots,
 			"target", rec.Target, "acquired_at", rec.AcquiredAt)
@@ -343,21 +344,17 @@ func (l *Lock) Fence(ctx context.Context) error {
 // the queue): it deletes the queue entry and the announcement (fenced when
 // holding), revokes the node lease and forgets it. If the slot was already
 // gone (an operator released it) that is logged and the rest is still
-// cleaned up.
+// cleaned up. A holder that rebooted holding its slot (its key records
+// another boot) writes the group's spacing marker in the transaction that
+// deletes its key (spacing.go).
 func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Lock()
 	s := l.sess
 	holding := l.heldRev != 0 && s != nil
+	rebooted := l.heldBoot != "" && l.heldBoot != l.o.BootID
 	l.mu.Unlock()
 	if holding {
-		cmps, err := l.slotFence(s.Lease())
-		if err == nil {
-			var resp *clientv3.TxnResponse
-			resp, err = l.cli.Txn(ctx).If(cmps...).Then(clientv3.OpDelete(l.holderKey()), clientv3.OpDelete(l.pendingKey())).Commit()
-			if err == nil && !resp.Succeeded {
-				err = ErrNotHolder
-			}
-		}
+		err := l.releaseHeld(ctx, s, rebooted)
 		if errors.Is(err, ErrNotHolder) {
 			l.log.Warn("releasing: this node no longer held its reboot slot (released by an operator, or its lease expired)")
 		} else if err != nil {
@@ -375,7 +372,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		return fmt.Errorf("releasing reboot slot: %w", err)
 	}
 	l.mu.Lock()
-	l.sess, l.heldRev = nil, 0
+	l.sess, l.heldRev, l.heldBoot = nil, 0, ""
 	l.mu.Unlock()
 	l.members.forget()
 	if s != nil {
@@ -391,6 +388,37 @@ func (l *Lock) Release(ctx context.Context) error {
 		l.log.Info("released reboot slot")
 	} else {
 		l.log.Info("left the reboot slot queue")
+	}
+	return nil
+}
+
+// releaseHeld deletes the holder key and the announcement, fenced on the
+// slot, with the spacing marker when the node rebooted holding it.
+func (l *Lock) releaseHeld(ctx context.Context, s *concurrency.Session, rebooted bool) error {
+	cmps, err := l.slotFence(s.Lease())
+	if err != nil {
+		return err
+	}
+	var mark *Marker
+	if rebooted {
+		if mark, err = NewMarker(ctx, l.cli, l.o.Prefix, l.o.Group, l.o.Node, l.o.MinInterval); err != nil {
+			return err
+		}
+	}
+	ops := append([]clientv3.Op{clientv3.OpDelete(l.holderKey()), clientv3.OpDelete(l.pendingKey())}, mark.Ops()...)
+	resp, err := l.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return err
+	}
+	if !resp.Succeeded {
+		mark.Abandon(ctx)
+		return ErrNotHolder
+	}
+	if mark != nil {
+		if err := mark.Committed(ctx); err != nil {
+			l.log.Warn("spacing marker written; its lease counts from a round trip before the release", "err", err)
+		}
+		l.log.Info("group's next reboot spaced by lock.min_interval", "marker", mark.Key(), "min_interval", l.o.MinInterval)
 	}
 	return nil
 }

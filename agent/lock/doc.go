@@ -35,6 +35,15 @@
 //	                                 wait on each other), released with it;
 //	                                 a member's node holds only with both.
 //
+// With lock.min_interval set, a holder that rebooted holding its slot also
+// writes, in the transaction that deletes its holder key,
+//
+//	<prefix>/_spacing/<group>        the group's last release: the queue
+//	                                 name that released, on a lease of
+//	                                 min_interval of its own (spacing.go);
+//	                                 the group's next reboot waits while it
+//	                                 lives.
+//
 // All keys of a node are attached to one lease, the node lease, whose TTL is
 // the reboot budget. The agent keeps it alive while it runs; across the
 // reboot nobody does, so a node that does not come back within the budget

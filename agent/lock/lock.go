@@ -34,8 +34,12 @@ type Options struct {
 	MachineIDPath string
 	// StateDir keeps the node lease ID across the reboot.
 	StateDir string
-	Log      *slog.Logger
-	Now      func() time.Time // nil: time.Now
+	// MinInterval is lock.min_interval: a release after this node
+	// rebooted holding its slot leaves the group's spacing marker (see
+	// spacing.go). 0: none.
+	MinInterval time.Duration
+	Log         *slog.Logger
+	Now         func() time.Time // nil: time.Now
 }
 
 func (o Options) validate() error {
@@ -52,6 +56,9 @@ func (o Options) validate() error {
 	}
 	if o.StateDir == "" {
 		return errors.New("lock state directory not set")
+	}
+	if o.MinInterval < 0 {
+		return fmt.Errorf("lock min interval %v: must not be negative", o.MinInterval)
 	}
 	return nil
 }
@@ -99,6 +106,10 @@ type Lock struct {
 	// heldRev is the CreateRevision of our key once it holds a slot; it
 	// fences later writes.
 	heldRev int64
+	// heldBoot is the boot ID recorded in our key when it held: another
+	// than this boot's means this node rebooted holding its slot, and its
+	// release starts the group's spacing.
+	heldBoot string
 
 	// members is the cluster-wide member semaphore (MembersGroup, one
 	// slot) an etcd member's node also holds; nil on a node without one.
@@ -132,7 +143,7 @@ func New(cli *clientv3.Client, o Options) (*Lock, error) {
 	l := &Lock{cli: cli, o: o, log: o.Log.With("lock_group", o.Group, "node", o.Node)}
 	if o.Member != "" {
 		mo := o
-		mo.Group, mo.Slots = MembersGroup, 1
+		mo.Group, mo.Slots, mo.MinInterval = MembersGroup, 1, 0
 		l.members = &Lock{cli: cli, o: mo, log: o.Log.With("lock_group", MembersGroup, "node", o.Node), parent: l}
 	}
 	return l, nil
@@ -163,7 +174,7 @@ func (l *Lock) session(ctx context.Context) (*concurrency.Session, error) {
 		case <-l.sess.Done():
 			l.log.Error("NODE LEASE LOST: keepalive ended; reboot slot and announcement are gone",
 				"lease_id", fmt.Sprintf("%x", int64(l.sess.Lease())))
-			l.sess, l.heldRev = nil, 0
+			l.sess, l.heldRev, l.heldBoot = nil, 0, ""
 			l.members.forget()
 		default:
 			return l.sess, nil

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"testing"
+	"time"
 )
 
 func TestLocate(t *testing.T) {
@@ -95,6 +96,24 @@ func TestAfterDeletionMatchesLocate(t *testing.T) {
 					t.Errorf("slots %d, after deleting %s of %v: counted %+v, Locate %+v", slots, name, del, got, want)
 				}
 			}
+		}
+	}
+}
+
+// etcd reports a lease's remaining time truncated to whole seconds.
+func TestSpacingLeft(t *testing.T) {
+	for _, c := range []struct {
+		ttl, granted int64
+		want         time.Duration
+	}{
+		{0, 5, time.Second}, // under a second left: still alive
+		{2, 5, 3 * time.Second},
+		{4, 5, 5 * time.Second},
+		{5, 5, 5 * time.Second}, // just renewed: never over the interval
+		{3, 0, 4 * time.Second},
+	} {
+		if got := SpacingLeft(c.ttl, c.granted); got != c.want {
+			t.Errorf("SpacingLeft(%d, %d) = %v, want %v", c.ttl, c.granted, got, c.want)
 		}
 	}
 }

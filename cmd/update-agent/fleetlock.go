@@ -89,7 +89,8 @@ func listenFleetLock(cfg *config.Config, root string, cli *clientv3.Client, m *m
 	func(context.Context, net.Listener) error, net.Listener, error) {
 	s, err := fleetlock.New(cli, fleetlock.Options{
 		Prefix: cfg.Lock.KeyPrefix, Groups: []string{cfg.Lock.Group}, Slots: cfg.Lock.Slots,
-		TTL: cfg.Lock.RebootLeaseTTL.D(), MaxHold: cfg.FleetLock.MaxHold.D(), Log: log, Metrics: m,
+		TTL: cfg.Lock.RebootLeaseTTL.D(), MaxHold: cfg.FleetLock.MaxHold.D(), MinInterval: cfg.Lock.MinInterval.D(),
+		Log: log, Metrics: m,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -196,3 +196,33 @@ func TestDaemonServesFleetLock(t *testing.T) {
 		t.Fatalf("pre-reboot: %d %s %v", code, body, err)
 	}
 }
+
+// TestFleetLockReadsMinInterval: the server takes lock.min_interval from
+// the configuration: a client whose turn comes right after a release of
+// the group is held back.
+func TestFleetLockReadsMinInterval(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	cli := c.Client(t, nil)
+	cfg := config.Default()
+	cfg.Lock.Enabled = false
+	cfg.Lock.MinInterval = config.Duration(time.Minute)
+	cfg.Etcd.Endpoints = []string{c.Members[0].ClientURL}
+	cfg.FleetLock.Listen = freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m, err := lock.NewMarker(ctx, cli, cfg.Lock.KeyPrefix, cfg.Lock.Group, "cp1", cfg.Lock.MinInterval.D())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Txn(ctx).Then(m.Ops()...).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	a := &agent{cfg: cfg, root: t.TempDir(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: metrics.New(version)}
+	if err := a.serveFleetLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	code, body, err := fleetLockPost(http.DefaultClient, "http://"+cfg.FleetLock.Listen+"/v1/pre-reboot", "worker-1")
+	if err != nil || code != http.StatusConflict || !strings.Contains(body, `"kind":"failed_lock_min_interval"`) {
+		t.Fatalf("pre-reboot right after cp1's release: %d %s %v", code, body, err)
+	}
+}

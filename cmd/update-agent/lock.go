@@ -13,6 +13,7 @@ import (
 
 	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/agent/etcdclient"
+	"github.com/update-agent/update-agent/agent/fleetlock"
 	"github.com/update-agent/update-agent/agent/lock"
 )
 
@@ -144,7 +145,7 @@ func runLockRelease(env *cmdEnv, args []string) error {
 	root := fs.String("root", "/", "prefix for every configuration path (tests)")
 	group := fs.String("group", "", "the node's group (default: lock.group from the configuration)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: update-agent lock release [--root DIR] [--group G] <node>")
+		fmt.Fprintln(fs.Output(), "Usage: update-agent lock release [--root DIR] [--group G] <node | fleetlock:<id>>")
 		fmt.Fprintln(fs.Output(), "Frees the node's reboot slot (and its place in line) now, without waiting for its lease to expire.")
 		fs.PrintDefaults()
 	}
@@ -155,8 +156,8 @@ func runLockRelease(env *cmdEnv, args []string) error {
 		return usageError{"lock release: expected exactly one node name"}
 	}
 	node := fs.Arg(0)
-	if !config.ValidName(node) {
-		return usageError{fmt.Sprintf("lock release: node name %q is not a valid name (letters, digits, '.', '-')", node)}
+	if err := checkHolderName(node); err != nil {
+		return usageError{"lock release: " + err.Error()}
 	}
 	if *group != "" && !config.ValidName(*group) {
 		return usageError{fmt.Sprintf("lock release: --group %q is not a valid name (letters, digits, '.', '-')", *group)}
@@ -183,6 +184,21 @@ func runLockRelease(env *cmdEnv, args []string) error {
 		return fmt.Errorf("node %s holds no reboot slot and is not waiting in group %s", node, *group)
 	}
 	fmt.Fprintf(env.stdout, "released %s in group %s\n", node, *group)
+	return nil
+}
+
+// checkHolderName accepts a queue entry's name as `lock status` prints it:
+// an agent's node name, or fleetlock:<id> for a FleetLock client.
+func checkHolderName(node string) error {
+	if id, ok := lock.FleetLockID(node); ok {
+		if err := fleetlock.CheckID(id); err != nil {
+			return fmt.Errorf("FleetLock client %q: id %w", node, err)
+		}
+		return nil
+	}
+	if !config.ValidName(node) {
+		return fmt.Errorf("node name %q is not a valid name (letters, digits, '.', '-'; fleetlock:<id> for a FleetLock client)", node)
+	}
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/update-agent/update-agent/agent/fleetlock"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/tests/etcdtest"
 )
@@ -156,5 +159,45 @@ func TestLockStatusTLS(t *testing.T) {
 	code, out, errOut := runIn("lock", "status", "--root", root)
 	if code != exitOK || !strings.Contains(out, "no reboot slots held or awaited under /update-agent/lock") {
 		t.Errorf("lock status over TLS: exit %d, %q %q", code, out, errOut)
+	}
+}
+
+// TestLockReleaseFleetLockClient: `lock release` takes a FleetLock client by
+// the name `lock status` prints (fleetlock:<id>) and frees its slot; the
+// next client in line is granted.
+func TestLockReleaseFleetLockClient(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	root := configRoot(t, map[string]string{"50-etcd.toml": fmt.Sprintf("[etcd]\nendpoints = [%q]\n", c.Members[0].ClientURL)})
+	s, err := fleetlock.New(c.Client(t, nil), fleetlock.Options{Prefix: "/update-agent/lock", Groups: []string{"default"},
+		Slots: 1, TTL: time.Minute, MaxHold: time.Hour, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	url := srv.URL + "/v1/pre-reboot"
+	if code, body, err := fleetLockPost(srv.Client(), url, "worker-1"); err != nil || code != http.StatusOK {
+		t.Fatalf("worker-1: %d %s %v", code, body, err)
+	}
+	if code, body, err := fleetLockPost(srv.Client(), url, "worker-2"); err != nil || code != http.StatusConflict {
+		t.Fatalf("worker-2 while worker-1 holds: %d %s %v", code, body, err)
+	}
+	code, out, _ := runIn("lock", "status", "--root", root)
+	if !strings.Contains(out, "fleetlock:worker-1 (FleetLock client)") {
+		t.Fatalf("lock status: exit %d\n%s", code, out)
+	}
+
+	code, out, errOut := runIn("lock", "release", "--root", root, "fleetlock:worker-1")
+	if code != exitOK || !strings.Contains(out, "released fleetlock:worker-1 in group default") {
+		t.Fatalf("lock release fleetlock:worker-1: exit %d, %q %q", code, out, errOut)
+	}
+	if code, body, err := fleetLockPost(srv.Client(), url, "worker-2"); err != nil || code != http.StatusOK {
+		t.Errorf("worker-2 after the release: %d %s %v", code, body, err)
+	}
+	for _, bad := range []string{"fleetlock:", "fleetlock:a/b", "fleetlock:a b", "fleetlock:w\u00e9", "fleet:worker-1",
+		"fleetlock:worker-2 (FleetLock client)"} {
+		if code, _, errOut := runIn("lock", "release", "--root", root, bad); code != exitUsage {
+			t.Errorf("lock release %q: exit %d, want %d (%s)", bad, code, exitUsage, errOut)
+		}
 	}
 }

@@ -194,7 +194,7 @@ func (a *agent) wireEtcd() error {
 			return lock.New(cli, lock.Options{
 				Prefix: c.Lock.KeyPrefix, Group: c.Lock.Group, Slots: c.Lock.Slots,
 				TTL: c.Lock.RebootLeaseTTL.D(), Node: a.node, BootID: boot, Member: name,
-				MachineIDPath: midPath, StateDir: a.stateDir, Log: a.log,
+				MachineIDPath: midPath, StateDir: a.stateDir, MinInterval: c.Lock.MinInterval.D(), Log: a.log,
 			})
 		},
 	}
