@@ -29,6 +29,9 @@ func (failingUnit) Wait(_ context.Context, unit string) (systemd.UnitStatus, err
 func (failingUnit) Status(_ context.Context, unit string) (systemd.UnitStatus, error) {
 	return systemd.UnitStatus{Name: unit, LoadState: "not-found"}, nil
 }
+func (failingUnit) Brief(context.Context, string) (systemd.Brief, error) {
+	return systemd.Brief{ActiveState: "inactive"}, nil
+}
 func (failingUnit) Stop(context.Context, string) error        { return nil }
 func (failingUnit) Restart(context.Context, string) error     { return nil }
 func (failingUnit) ResetFailed(context.Context, string) error { return nil }

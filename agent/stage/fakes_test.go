@@ -107,6 +107,11 @@ func (f *fakeSystemd) Status(_ context.Context, unit string) (systemd.UnitStatus
 	return systemd.UnitStatus{Name: unit, LoadState: "loaded", ActiveState: u.active, SubState: u.sub, FreezerState: fs, ControlGroup: cg}, nil
 }
 
+func (f *fakeSystemd) Brief(ctx context.Context, unit string) (systemd.Brief, error) {
+	st, err := f.Status(ctx, unit)
+	return systemd.Brief{ActiveState: st.ActiveState, SubState: st.SubState, ControlGroup: st.ControlGroup}, err
+}
+
 func (f *fakeSystemd) Stop(_ context.Context, unit string) error {
 	if err := f.call("Stop %s", unit); err != nil {
 		return err

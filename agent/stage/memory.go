@@ -123,7 +123,7 @@ func (p *memoryPacer) run(ctx context.Context, log *slog.Logger) {
 }
 
 func (p *memoryPacer) step(ctx context.Context, unit string) error {
-	st, err := p.sys.Status(ctx, unit)
+	st, err := p.sys.Brief(ctx, unit)
 	if err != nil {
 		return err
 	}

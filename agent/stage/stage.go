@@ -30,6 +30,8 @@ type Systemd interface {
 	StartTransient(ctx context.Context, t systemd.TransientService) error
 	Wait(ctx context.Context, unit string) (systemd.UnitStatus, error)
 	Status(ctx context.Context, unit string) (systemd.UnitStatus, error)
+	// Brief is the cheap read for polling (state and cgroup only).
+	Brief(ctx context.Context, unit string) (systemd.Brief, error)
 	Stop(ctx context.Context, unit string) error
 	Restart(ctx context.Context, unit string) error
 	ResetFailed(ctx context.Context, unit string) error

@@ -147,7 +147,7 @@ func (c *Conn) Status(ctx context.Context, unit string) (UnitStatus, error) {
 		return UnitStatus{}, fmt.Errorf("reading state of %s: %w", unit, err)
 	}
 	var s map[string]any
-	if len(unit) > 8 && unit[len(unit)-8:] == ".service" {
+	if isService(unit) {
 		if s, err = c.c.GetUnitTypePropertiesContext(ctx, unit, "Service"); err != nil {
 			return UnitStatus{}, fmt.Errorf("reading service state of %s: %w", unit, err)
 		}
@@ -155,15 +155,57 @@ func (c *Conn) Status(ctx context.Context, unit string) (UnitStatus, error) {
 	return statusFromProps(unit, u, s), nil
 }
 
+// Brief is what a poll needs of a unit: far cheaper than Status, which
+// reads every property of the unit and its service (two GetAll calls of
+// some 400 properties, decoded by reflection). Polled during a staging
+// (Wait twice a second, the memory pacer every second per unit), full
+// reads cost stage-once a quarter of a CPU in the TCG guest beside etcd
+// (bench: 104 s of CPU over a 442 s staging with the guard off).
+type Brief struct {
+	ActiveState, SubState string
+	// ControlGroup is the service's cgroup ("" for other units, or when
+	// it is not running).
+	ControlGroup string
+}
+
+// Brief reads ActiveState, SubState and, for a service, ControlGroup.
+func (c *Conn) Brief(ctx context.Context, unit string) (Brief, error) {
+	var b Brief
+	for _, p := range []struct {
+		name string
+		to   *string
+		svc  bool
+	}{{"ActiveState", &b.ActiveState, false}, {"SubState", &b.SubState, false}, {"ControlGroup", &b.ControlGroup, true}} {
+		var prop *sd.Property
+		var err error
+		if p.svc {
+			if !isService(unit) {
+				continue
+			}
+			prop, err = c.c.GetServicePropertyContext(ctx, unit, p.name)
+		} else {
+			prop, err = c.c.GetUnitPropertyContext(ctx, unit, p.name)
+		}
+		if err != nil {
+			return Brief{}, fmt.Errorf("reading %s of %s: %w", p.name, unit, err)
+		}
+		*p.to = str(prop.Value.Value())
+	}
+	return b, nil
+}
+
+func isService(unit string) bool { return len(unit) > 8 && unit[len(unit)-8:] == ".service" }
+
 // ControlGroup returns unit's cgroup path relative to the cgroup2 root
 // ("/system.slice/x.service"), "" when it has none (not running).
 func (c *Conn) ControlGroup(ctx context.Context, unit string) (string, error) {
-	st, err := c.Status(ctx, unit)
-	return st.ControlGroup, err
+	b, err := c.Brief(ctx, unit)
+	return b.ControlGroup, err
 }
 
 // Wait polls unit until it has finished (exited with RemainAfterExit,
-// failed, or gone) and returns how it ended.
+// failed, or gone) and returns how it ended. It polls the unit's Brief and
+// reads the whole status only once that says the unit may have finished.
 func (c *Conn) Wait(ctx context.Context, unit string) (UnitStatus, error) {
 	poll := c.Poll
 	if poll <= 0 {
@@ -172,16 +214,22 @@ func (c *Conn) Wait(ctx context.Context, unit string) (UnitStatus, error) {
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
-		st, err := c.Status(ctx, unit)
+		b, err := c.Brief(ctx, unit)
 		if err != nil {
-			return st, err
+			return UnitStatus{Name: unit}, err
 		}
-		if st.Finished() {
-			return st, nil
+		if b.MayBeFinished() {
+			st, err := c.Status(ctx, unit)
+			if err != nil {
+				return st, err
+			}
+			if st.Finished() {
+				return st, nil
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return st, fmt.Errorf("waiting for %s: %w", unit, context.Cause(ctx))
+			return UnitStatus{Name: unit, ActiveState: b.ActiveState, SubState: b.SubState}, fmt.Errorf("waiting for %s: %w", unit, context.Cause(ctx))
 		case <-t.C:
 		}
 	}

@@ -257,6 +257,12 @@ func TestStatus(t *testing.T) {
 		if s.Finished() != tc.finished {
 			t.Errorf("%s: Finished=%v", tc.name, s.Finished())
 		}
+		// Wait reads the whole status only when the brief one says the
+		// unit may have finished: that must hold for every finished state.
+		b := Brief{ActiveState: s.ActiveState, SubState: s.SubState}
+		if b.MayBeFinished() != tc.finished {
+			t.Errorf("%s: MayBeFinished=%v, Finished=%v", tc.name, b.MayBeFinished(), tc.finished)
+		}
 		if !tc.finished {
 			continue
 		}

@@ -38,6 +38,19 @@ func (s UnitStatus) Finished() bool {
 	return false
 }
 
+// MayBeFinished says whether a unit in this state may have finished
+// (UnitStatus.Finished decides, with the whole status): anything but
+// running or on its way.
+func (b Brief) MayBeFinished() bool {
+	switch b.ActiveState {
+	case "active":
+		return b.SubState == "exited"
+	case "activating", "deactivating", "reloading", "refreshing":
+		return false
+	}
+	return true // failed, inactive (also a unit not loaded), maintenance
+}
+
 // Err describes a finished unit that did not succeed, nil for success.
 func (s UnitStatus) Err() error {
 	if s.LoadState == "not-found" {
