@@ -32,10 +32,11 @@ func (failingUnit) Status(_ context.Context, unit string) (systemd.UnitStatus, e
 func (failingUnit) Brief(context.Context, string) (systemd.Brief, error) {
 	return systemd.Brief{ActiveState: "inactive"}, nil
 }
-func (failingUnit) Stop(context.Context, string) error        { return nil }
-func (failingUnit) Restart(context.Context, string) error     { return nil }
-func (failingUnit) ResetFailed(context.Context, string) error { return nil }
-func (failingUnit) Reload(context.Context) error              { return nil }
+func (failingUnit) ControlGroup(context.Context, string) (string, error) { return "", nil }
+func (failingUnit) Stop(context.Context, string) error                   { return nil }
+func (failingUnit) Restart(context.Context, string) error                { return nil }
+func (failingUnit) ResetFailed(context.Context, string) error            { return nil }
+func (failingUnit) Reload(context.Context) error                         { return nil }
 func (failingUnit) Save(context.Context, string, ...string) ([]systemd.SavedProp, error) {
 	return nil, nil
 }

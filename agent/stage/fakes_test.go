@@ -35,6 +35,7 @@ type fakeSystemd struct {
 	finish  func(ctx context.Context) (systemd.UnitStatus, error)
 	failOn  map[string]error // "Restart rpm-ostreed.service" -> error
 	reloads int
+	lookups map[string]int // Brief and ControlGroup reads by unit
 }
 
 func newFakeSystemd(controlDir string) *fakeSystemd {
@@ -108,8 +109,24 @@ func (f *fakeSystemd) Status(_ context.Context, unit string) (systemd.UnitStatus
 }
 
 func (f *fakeSystemd) Brief(ctx context.Context, unit string) (systemd.Brief, error) {
+	f.lookup(unit)
 	st, err := f.Status(ctx, unit)
-	return systemd.Brief{ActiveState: st.ActiveState, SubState: st.SubState, ControlGroup: st.ControlGroup}, err
+	return systemd.Brief{ActiveState: st.ActiveState, SubState: st.SubState}, err
+}
+
+func (f *fakeSystemd) lookup(unit string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lookups == nil {
+		f.lookups = map[string]int{}
+	}
+	f.lookups[unit]++
+}
+
+func (f *fakeSystemd) ControlGroup(ctx context.Context, unit string) (string, error) {
+	f.lookup(unit)
+	st, err := f.Status(ctx, unit)
+	return st.ControlGroup, err
 }
 
 func (f *fakeSystemd) Stop(_ context.Context, unit string) error {

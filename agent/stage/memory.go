@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -69,6 +71,7 @@ type memoryPacer struct {
 	allowance uint64
 	interval  time.Duration
 	set       map[string]uint64 // the MemoryHigh each unit was last given
+	dirs      map[string]string // each running unit's cgroup directory
 }
 
 // memoryPacer returns the pacer for the staging unit and the daemon, or nil
@@ -123,15 +126,15 @@ func (p *memoryPacer) run(ctx context.Context, log *slog.Logger) {
 }
 
 func (p *memoryPacer) step(ctx context.Context, unit string) error {
-	st, err := p.sys.Brief(ctx, unit)
-	if err != nil {
-		return err
+	dir, err := p.cgroup(ctx, unit)
+	if err != nil || dir == "" {
+		return err // "": rpm-ostreed between transactions: its next start gets the fixed bound
 	}
-	if st.ActiveState != "active" && st.ActiveState != "activating" || st.ControlGroup == "" {
-		return nil // rpm-ostreed between transactions: its next start gets the fixed bound
-	}
-	dir := cgroupDir(p.sysRoot, st.ControlGroup)
 	cur, err := os.ReadFile(filepath.Join(dir, "memory.current"))
+	if errors.Is(err, fs.ErrNotExist) {
+		delete(p.dirs, unit) // the unit stopped: look it up again next time
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -159,6 +162,32 @@ func (p *memoryPacer) step(ctx context.Context, unit string) error {
 	}
 	p.set[unit] = want
 	return nil
+}
+
+// cgroup is unit's cgroup directory, "" while it does not run. It asks
+// systemd only until it knows (then the cgroup files say whether the unit
+// still runs): a D-Bus read a second per unit is CPU the TCG guest's etcd
+// misses.
+func (p *memoryPacer) cgroup(ctx context.Context, unit string) (string, error) {
+	if d, ok := p.dirs[unit]; ok {
+		return d, nil
+	}
+	st, err := p.sys.Brief(ctx, unit)
+	if err != nil {
+		return "", err
+	}
+	if st.ActiveState != "active" && st.ActiveState != "activating" {
+		return "", nil
+	}
+	cg, err := p.sys.ControlGroup(ctx, unit)
+	if err != nil || cg == "" {
+		return "", err
+	}
+	if p.dirs == nil {
+		p.dirs = map[string]string{}
+	}
+	p.dirs[unit] = cgroupDir(p.sysRoot, cg)
+	return p.dirs[unit], nil
 }
 
 // cgroupDir is a unit's cgroup directory (ControlGroup as systemd reports

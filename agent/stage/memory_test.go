@@ -105,3 +105,32 @@ func TestRunMemoryHighFollowsOwnMemory(t *testing.T) {
 	}
 	e.assertUndone(t)
 }
+
+// The pacer asks systemd for a running unit's cgroup once, then reads the
+// cgroup's files; once the unit stops (its cgroup gone) it asks again.
+// D-Bus reads every second per unit cost the TCG guest's etcd CPU.
+func TestMemoryPacerLooksUpARunningUnitOnce(t *testing.T) {
+	root := t.TempDir()
+	sys := newFakeSystemd(t.TempDir())
+	sys.unit("s.service").active = "active"
+	writeCgroup(t, root, "s.service", 10*mib, 8*mib)
+	p := &memoryPacer{sys: sys, sysRoot: root, units: []string{"s.service"}, allowance: 32 * mib, set: map[string]uint64{"s.service": 32 * mib}}
+	for i := 0; i < 3; i++ {
+		if err := p.step(context.Background(), "s.service"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := sys.lookups["s.service"]; n != 2 { // Brief + ControlGroup, once
+		t.Errorf("%d systemd reads over 3 steps, want 2 (one lookup)", n)
+	}
+	os.RemoveAll(filepath.Join(root, "fs/cgroup/system.slice/s.service"))
+	sys.unit("s.service").active = "inactive"
+	for i := 0; i < 2; i++ {
+		if err := p.step(context.Background(), "s.service"); err != nil {
+			t.Fatalf("a stopped unit: %v", err)
+		}
+	}
+	if n := sys.lookups["s.service"]; n != 3 { // the miss, then Brief says inactive
+		t.Errorf("%d systemd reads after the unit stopped, want 3", n)
+	}
+}

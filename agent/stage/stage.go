@@ -30,8 +30,9 @@ type Systemd interface {
 	StartTransient(ctx context.Context, t systemd.TransientService) error
 	Wait(ctx context.Context, unit string) (systemd.UnitStatus, error)
 	Status(ctx context.Context, unit string) (systemd.UnitStatus, error)
-	// Brief is the cheap read for polling (state and cgroup only).
+	// Brief and ControlGroup are the cheap reads for polling.
 	Brief(ctx context.Context, unit string) (systemd.Brief, error)
+	ControlGroup(ctx context.Context, unit string) (string, error)
 	Stop(ctx context.Context, unit string) error
 	Restart(ctx context.Context, unit string) error
 	ResetFailed(ctx context.Context, unit string) error

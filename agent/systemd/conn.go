@@ -23,7 +23,7 @@ func Dial(ctx context.Context) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to systemd: %w", err)
 	}
-	return &Conn{c: c, Poll: 500 * time.Millisecond}, nil
+	return &Conn{c: c, Poll: time.Second}, nil
 }
 
 // Close closes the bus connection.
@@ -155,37 +155,23 @@ func (c *Conn) Status(ctx context.Context, unit string) (UnitStatus, error) {
 	return statusFromProps(unit, u, s), nil
 }
 
-// Brief is what a poll needs of a unit: far cheaper than Status, which
-// reads every property of the unit and its service (two GetAll calls of
-// some 400 properties, decoded by reflection). Polled during a staging
-// (Wait twice a second, the memory pacer every second per unit), full
-// reads cost stage-once a quarter of a CPU in the TCG guest beside etcd
-// (bench: 104 s of CPU over a 442 s staging with the guard off).
+// Brief is what a poll needs of a unit's state: far cheaper than Status,
+// which reads every property of the unit and its service (two GetAll
+// calls of some 400 properties, decoded by reflection). Polled during a
+// staging, full reads cost stage-once a quarter of a CPU in the TCG guest
+// beside etcd (bench: 104 s of CPU over a 442 s staging, guard off).
 type Brief struct {
 	ActiveState, SubState string
-	// ControlGroup is the service's cgroup ("" for other units, or when
-	// it is not running).
-	ControlGroup string
 }
 
-// Brief reads ActiveState, SubState and, for a service, ControlGroup.
+// Brief reads ActiveState and SubState.
 func (c *Conn) Brief(ctx context.Context, unit string) (Brief, error) {
 	var b Brief
 	for _, p := range []struct {
 		name string
 		to   *string
-		svc  bool
-	}{{"ActiveState", &b.ActiveState, false}, {"SubState", &b.SubState, false}, {"ControlGroup", &b.ControlGroup, true}} {
-		var prop *sd.Property
-		var err error
-		if p.svc {
-			if !isService(unit) {
-				continue
-			}
-			prop, err = c.c.GetServicePropertyContext(ctx, unit, p.name)
-		} else {
-			prop, err = c.c.GetUnitPropertyContext(ctx, unit, p.name)
-		}
+	}{{"ActiveState", &b.ActiveState}, {"SubState", &b.SubState}} {
+		prop, err := c.c.GetUnitPropertyContext(ctx, unit, p.name)
 		if err != nil {
 			return Brief{}, fmt.Errorf("reading %s of %s: %w", p.name, unit, err)
 		}
@@ -196,11 +182,18 @@ func (c *Conn) Brief(ctx context.Context, unit string) (Brief, error) {
 
 func isService(unit string) bool { return len(unit) > 8 && unit[len(unit)-8:] == ".service" }
 
-// ControlGroup returns unit's cgroup path relative to the cgroup2 root
-// ("/system.slice/x.service"), "" when it has none (not running).
+// ControlGroup returns a service's cgroup path relative to the cgroup2
+// root ("/system.slice/x.service"), "" when it has none (not running, or
+// not a service).
 func (c *Conn) ControlGroup(ctx context.Context, unit string) (string, error) {
-	b, err := c.Brief(ctx, unit)
-	return b.ControlGroup, err
+	if !isService(unit) {
+		return "", nil
+	}
+	prop, err := c.c.GetServicePropertyContext(ctx, unit, "ControlGroup")
+	if err != nil {
+		return "", fmt.Errorf("reading ControlGroup of %s: %w", unit, err)
+	}
+	return str(prop.Value.Value()), nil
 }
 
 // Wait polls unit until it has finished (exited with RemainAfterExit,
@@ -209,7 +202,7 @@ func (c *Conn) ControlGroup(ctx context.Context, unit string) (string, error) {
 func (c *Conn) Wait(ctx context.Context, unit string) (UnitStatus, error) {
 	poll := c.Poll
 	if poll <= 0 {
-		poll = 500 * time.Millisecond
+		poll = time.Second
 	}
 	t := time.NewTicker(poll)
 	defer t.Stop()
