@@ -112,6 +112,17 @@ func TestPlan(t *testing.T) {
 	if n := len(full.Scenarios[full.Disks[0].Name]); n != 5+len(Knobs)+len(Probes)+6 {
 		t.Errorf("small disk: %d scenarios", n)
 	}
+	// Naming a scenario picks it, not the sweep's load variants of it.
+	only := full.Only([]string{report.ScenarioAlone, report.ScenarioAgent + "+splitfs"})
+	var got []string
+	for _, d := range only.Disks {
+		for _, s := range only.Scenarios[d.Name] {
+			got = append(got, d.Name+"/"+s.Key())
+		}
+	}
+	if want := "xfs-500iops-20MBs/a-alone xfs-500iops-20MBs/d-agent+splitfs xfs-3000iops-125MBs/a-alone ext4-500iops-20MBs/a-alone ext4-3000iops-125MBs/a-alone"; strings.Join(got, " ") != want {
+		t.Errorf("Only: %v, want %s", got, want)
+	}
 	if len(quick.Disks) != 1 || len(quick.Scenarios[quick.Disks[0].Name]) != 4 || quick.UpdateSize == full.UpdateSize {
 		t.Errorf("quick plan %+v", quick)
 	}

@@ -230,7 +230,21 @@ func Sweep() Plan {
 	return p
 }
 
-// Only keeps the scenarios whose ID is listed (BENCH_SCENARIOS), and the
+// Key names s in BENCH_SCENARIOS: its ID, with "+fio-unlimited" and
+// "+splitfs" for the sweep's load variants, so that naming "a-alone" picks
+// the plan's (a) and not its variants too.
+func (s Scenario) Key() string {
+	k := s.ID
+	if s.FioUnlimited {
+		k += "+fio-unlimited"
+	}
+	if s.SplitFS {
+		k += "+splitfs"
+	}
+	return k
+}
+
+// Only keeps the scenarios whose Key is listed (BENCH_SCENARIOS), and the
 // disks that still have one; for iterating on a single scenario.
 func (p Plan) Only(ids []string) Plan {
 	keep := map[string]bool{}
@@ -241,7 +255,7 @@ func (p Plan) Only(ids []string) Plan {
 	out.Disks, out.Scenarios = nil, map[string][]Scenario{}
 	for _, d := range p.Disks {
 		for _, s := range p.Scenarios[d.Name] {
-			if keep[s.ID] {
+			if keep[s.Key()] {
 				out.Scenarios[d.Name] = append(out.Scenarios[d.Name], s)
 			}
 		}
