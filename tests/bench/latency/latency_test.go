@@ -112,6 +112,13 @@ func TestPlan(t *testing.T) {
 	if n := len(full.Scenarios[full.Disks[0].Name]); n != 5+len(Knobs)+len(Probes)+6 {
 		t.Errorf("small disk: %d scenarios", n)
 	}
+	var ext4 []string
+	for _, s := range full.Scenarios["ext4-500iops-20MBs"] {
+		ext4 = append(ext4, s.Key())
+	}
+	if want := "a-alone b-naive d-agent e-agent-noguard k-bwmax-none k-bwmax-5M"; strings.Join(ext4, " ") != want {
+		t.Errorf("small ext4 disk in the sweep: %v, want %s", ext4, want)
+	}
 	// Naming a scenario picks it, not the sweep's load variants of it.
 	only := full.Only([]string{report.ScenarioAlone, report.ScenarioAgent + "+splitfs"})
 	var got []string
