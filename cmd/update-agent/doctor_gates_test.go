@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/update-agent/update-agent/tests/etcdtest"
-	"github.com/update-agent/update-agent/tests/rpmostree/standintest"
 )
 
 // TestDoctorGateHolding (issue 18): with every other check ok, gates that
@@ -16,12 +15,7 @@ import (
 // exiting 1) fail the gates line, naming each gate and what it saw, and
 // doctor exits 1; once they let the node go, doctor passes.
 func TestDoctorGateHolding(t *testing.T) {
-	bin := standin(t)
-	env := standintest.New(t, bin)
-	for _, kv := range env.ClientEnv("") {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	bin := useStandin(t)
 	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
 	m0 := c.Members[0]
 	pki := etcdtest.NewPKI(t)

@@ -15,12 +15,7 @@ import (
 // endpoint; a broken rpm-ostree path and an unreachable etcd each fail
 // their line and exit 1.
 func TestDoctor(t *testing.T) {
-	bin := standin(t)
-	env := standintest.New(t, bin)
-	for _, kv := range env.ClientEnv("") {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	bin := useStandin(t)
 	c := etcdtest.Start(t, etcdtest.Options{})
 	m0 := c.Members[0]
 	conf := func(rpmOstree, endpoint string) string {
@@ -119,4 +114,17 @@ password_file = "/etc/etcd-password"
 	if !strings.Contains(out, "ok    etcd           reachable at "+ep+", TLS and auth accepted; 1 member(s)") {
 		t.Errorf("auth on, user root: exit %d:\n%s%s", code, out, stderr)
 	}
+}
+
+// useStandin points this process's rpm-ostree client environment at a
+// fresh stand-in sysroot, as doctor runs in-process, and returns the
+// stand-in's binaries.
+func useStandin(t *testing.T) standintest.Binaries {
+	bin := standin(t)
+	env := standintest.New(t, bin)
+	for _, kv := range env.ClientEnv("") {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	return bin
 }
