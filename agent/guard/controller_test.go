@@ -238,6 +238,49 @@ func TestController(t *testing.T) {
 			stats: Stats{Freezes: 1, Frozen: 600 * msec},
 		},
 		{
+			name: "freezes that keep reaching the cap stop: the brake retries once per FutileRetry",
+			cfg:  Config{FutileFreezes: 2, FutileRetry: 10 * time.Second, MinRunShare: 0.5},
+			steps: []step{
+				{wal(0, 50, 9, 100), Freeze, "p99", false},
+				{wal(2000, 60, 12, 50), Thaw, "cap", true},
+				{wal(4000, 60, 12, 50), Freeze, "p99", false},
+				{wal(6000, 60, 12, 50), Thaw, "cap", true},
+				// Two in a row did not help: no freeze for 10s after the thaw,
+				// though the run share floor (2s) allows one.
+				{wal(8500, 60, 12, 50), Hold, "freezing has not helped", false},
+				{wal(15900, 60, 12, 50), Hold, "freezing has not helped", false},
+				{wal(16000, 60, 12, 50), Freeze, "p99", false},
+				// This one helps: the brake is back.
+				{wal(16500, 30, 3, 50), Thaw, "median back", false},
+				{wal(17000, 60, 12, 50), Freeze, "p99", false},
+			},
+			stats: Stats{Freezes: 4, ForcedThaws: 2, Frozen: 4500 * msec, FutileRetries: 1},
+		},
+		{
+			name: "a freeze that reaches the cap with etcd calm again is not futile",
+			cfg:  Config{FutileFreezes: 1, FutileRetry: 10 * time.Second, MinRunShare: 0.5},
+			steps: []step{
+				{wal(0, 50, 9, 100), Freeze, "p99", false},
+				{wal(2000, 30, 3, 50), Thaw, "cap", true},
+				{wal(4000, 60, 12, 50), Freeze, "p99", false},
+			},
+			stats: Stats{Freezes: 2, ForcedThaws: 1, Frozen: 2 * time.Second},
+		},
+		{
+			name: "negative FutileFreezes: always freeze",
+			cfg:  Config{FutileFreezes: -1, MinRunShare: 0.5},
+			steps: []step{
+				{wal(0, 50, 9, 100), Freeze, "p99", false},
+				{wal(2000, 60, 12, 50), Thaw, "cap", true},
+				{wal(4000, 60, 12, 50), Freeze, "p99", false},
+				{wal(6000, 60, 12, 50), Thaw, "cap", true},
+				{wal(8000, 60, 12, 50), Freeze, "p99", false},
+				{wal(10000, 60, 12, 50), Thaw, "cap", true},
+				{wal(12000, 60, 12, 50), Freeze, "p99", false},
+			},
+			stats: Stats{Freezes: 4, ForcedThaws: 3, Frozen: 6 * time.Second},
+		},
+		{
 			name: "a member stalled nearly always still freezes below 100%",
 			cfg:  Config{StallFreeze: 0.4, StallOwn: true, StallBase: 0.8},
 			base: Baseline{},

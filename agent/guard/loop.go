@@ -205,7 +205,7 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 		st = ctrl.Stats(clk.Now())
 		st.Rate, st.RateCuts = rate.Rate, rateCuts
 		log.Info("latency guard stopped", "freezes", st.Freezes, "forced_thaws", st.ForcedThaws,
-			"frozen_seconds", round3(st.Frozen.Seconds()), "reason", why)
+			"futile_retries", st.FutileRetries, "frozen_seconds", round3(st.Frozen.Seconds()), "reason", why)
 	}()
 
 	var lastErr string
