@@ -11,6 +11,7 @@ import (
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 
+	"github.com/update-agent/update-agent/agent/iosched"
 	"github.com/update-agent/update-agent/agent/oplog"
 	"github.com/update-agent/update-agent/agent/systemd"
 )
@@ -267,6 +268,20 @@ type fakeScheduler struct {
 	restores   int
 	applyErr   error
 	restoreErr error
+	fs         []iosched.Filesystem // every path is on fs[0]; none: XFS
+}
+
+func (f *fakeScheduler) Filesystems(paths []string) ([]iosched.Filesystem, error) {
+	var out []iosched.Filesystem
+	for _, p := range paths {
+		fs := iosched.Filesystem{Path: p, MountPoint: "/", Type: "xfs"}
+		if len(f.fs) > 0 {
+			fs = f.fs[0]
+			fs.Path = p
+		}
+		out = append(out, fs)
+	}
+	return out, nil
 }
 
 func (f *fakeScheduler) Disks(paths []string) ([]string, error) {

@@ -46,6 +46,7 @@ type Systemd interface {
 // Scheduler changes the disks' queues for the window (agent/iosched).
 type Scheduler interface {
 	Disks(paths []string) ([]string, error)
+	Filesystems(paths []string) ([]iosched.Filesystem, error)
 	Apply(ctx context.Context, disks []string) error
 	Restore() error
 }
@@ -92,6 +93,9 @@ type Options struct {
 	MaxSectorsKB  int
 	SysRoot       string
 	ModprobeArgv  []string
+	// MountInfo is the mount table the staging paths' file systems are
+	// read from ("": /proc/self/mountinfo).
+	MountInfo string
 
 	// PerObjectFsync sets core.per-object-fsync=true in Repo's config for
 	// the window, so writeback is steady instead of one big flush.
@@ -224,7 +228,8 @@ func New(o Options, d Deps) (*Stager, error) {
 	s := &Stager{o: o, d: d, sched: d.Scheduler, log: o.Log}
 	if s.sched == nil {
 		s.sched = IOSched{
-			Resolver: iosched.Resolver{SysRoot: o.SysRoot},
+			Resolver:  iosched.Resolver{SysRoot: o.SysRoot},
+			MountInfo: o.MountInfo,
 			Options: iosched.Options{SysRoot: o.SysRoot, Scheduler: o.Scheduler, NrRequests: o.NrRequests,
 				MaxSectorsKB: o.MaxSectorsKB, Keep: o.KeepScheduler, StateFile: filepath.Join(o.StateDir, "iosched.json"),
 				ModprobeArgv: o.ModprobeArgv, Runner: d.Runner, Log: o.Log, BootIDPath: o.BootIDPath},
@@ -235,11 +240,15 @@ func New(o Options, d Deps) (*Stager, error) {
 
 // IOSched adapts agent/iosched to Scheduler.
 type IOSched struct {
-	Resolver iosched.Resolver
-	Options  iosched.Options
+	Resolver  iosched.Resolver
+	MountInfo string
+	Options   iosched.Options
 }
 
 func (i IOSched) Disks(paths []string) ([]string, error) { return i.Resolver.Disks(paths) }
+func (i IOSched) Filesystems(paths []string) ([]iosched.Filesystem, error) {
+	return i.Resolver.Filesystems(i.MountInfo, paths)
+}
 func (i IOSched) Apply(ctx context.Context, disks []string) error {
 	return iosched.Apply(ctx, i.Options, disks)
 }
@@ -425,7 +434,7 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rep *Report) 
 			PressureFile: psi, Clock: gopts.Clock}
 	}
 	if s.o.WriteRateAuto && len(disks) > 0 {
-		gopts.Rate = guard.RateOptions{Config: s.o.WriteRate, Set: func(ctx context.Context, rate uint64) error {
+		gopts.Rate = guard.RateOptions{Config: s.rateConfig(), Set: func(ctx context.Context, rate uint64) error {
 			return s.setWriteRate(ctx, disks, rate)
 		}}
 	}
