@@ -85,9 +85,7 @@ func (e *env) stager(t *testing.T, d Daemon) *Stager {
 
 func (e *env) dropIn() string { return systemd.DropInPath(e.unitDir, daemonUnit, DropInName) }
 
-// assertApplied checks the window's policy is in place (called while the
-// staging unit runs).
-func (e *env) assertApplied(t *testing.T, restartedDaemon bool) {
+func (e *env) assertDropIn(t *testing.T) {
 	t.Helper()
 	b, err := os.ReadFile(e.dropIn())
 	if err != nil {
@@ -97,6 +95,32 @@ func (e *env) assertApplied(t *testing.T, restartedDaemon bool) {
 		if !strings.Contains(string(b), l+"\n") {
 			t.Errorf("drop-in lacks %s:\n%s", l, b)
 		}
+	}
+}
+
+// assertApplied checks the window's policy is in place (called while the
+// staging unit runs). A daemon restarted for the window (or started in
+// it) has the drop-in; a running one the cgroup half set live, without a
+// drop-in or a daemon-reload.
+func (e *env) assertApplied(t *testing.T, restartedDaemon bool) {
+	t.Helper()
+	if restartedDaemon {
+		e.assertDropIn(t)
+	} else {
+		if _, err := os.Stat(e.dropIn()); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("a drop-in for the running daemon (%v): it would reach only its next start", err)
+		}
+		if n := e.sys.called("Reload"); n != 0 {
+			t.Errorf("%d daemon-reloads for a running daemon, want none", n)
+		}
+		e.sys.mu.Lock()
+		props := e.sys.units[daemonUnit].props
+		for _, n := range []string{"CPUWeight", "MemoryHigh", "IOWriteBandwidthMax"} {
+			if _, ok := props[n]; !ok {
+				t.Errorf("running daemon lacks the live %s: %+v", n, props)
+			}
+		}
+		e.sys.mu.Unlock()
 	}
 	if e.ostree.conf[fsyncKey] != "true" {
 		t.Errorf("per-object fsync not set while staging: %v", e.ostree.conf)
@@ -475,8 +499,8 @@ func TestOneStagingAtATime(t *testing.T) {
 	if err := other.Recover(context.Background()); !errors.Is(err, ErrBusy) {
 		t.Errorf("Recover during a staging: %v, want ErrBusy", err)
 	}
-	if _, err := os.Stat(e.dropIn()); err != nil {
-		t.Errorf("the running staging's drop-in was undone: %v", err)
+	if _, err := os.Stat(systemd.ControlFile(e.controlDir, daemonUnit, "IOWeight")); err != nil {
+		t.Errorf("the running staging's daemon policy was undone: %v", err)
 	}
 	close(release)
 	if err := <-done; err != nil {

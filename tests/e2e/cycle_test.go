@@ -154,8 +154,8 @@ func status(t *testing.T, g *guest.Guest) (agentStatus, bool) {
 }
 
 // TestFullCycle is one whole update in a real systemd guest: the agent
-// stages the update under its policy (transient unit, bfq, drop-in on
-// rpm-ostreed), takes the slot in a real etcd, finalizes, the guest really
+// stages the update under its policy (transient unit, bfq, the policy set
+// live on rpm-ostreed), takes the slot in a real etcd, finalizes, the guest really
 // reboots into the target, and the agent releases the slot after checking
 // its member, all read back from the agent's status and journal.
 func TestFullCycle(t *testing.T) {
@@ -173,7 +173,7 @@ func TestFullCycle(t *testing.T) {
 	g.MustRun(t, "systemctl enable --now update-agent.service")
 
 	// Staging: the policy is visible while it runs.
-	var sawUnit, sawDropIn, sawBFQ string
+	var sawUnit, sawDaemon, sawBFQ string
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		if time.Now().After(deadline) {
@@ -189,12 +189,12 @@ func TestFullCycle(t *testing.T) {
 		}
 		rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
 		out, _, _, _ := g.Run(rctx, "systemctl show -p ActiveState,IOSchedulingClass,IOWeight,CPUWeight update-agent-staging.service; "+
-			"ls /run/systemd/system/rpm-ostreed.service.d/ 2>/dev/null; cat /sys/block/vda/queue/scheduler")
+			"echo daemon-io-weight=$(systemctl show -p IOWeight --value rpm-ostreed.service); cat /sys/block/vda/queue/scheduler")
 		rcancel()
 		if strings.Contains(out, "ActiveState=active") {
 			sawUnit = out
-			if strings.Contains(out, "50-update-agent-staging.conf") {
-				sawDropIn = out
+			if strings.Contains(out, "daemon-io-weight=10\n") {
+				sawDaemon = out
 			}
 			if strings.Contains(out, "[bfq]") {
 				sawBFQ = out
@@ -207,8 +207,8 @@ func TestFullCycle(t *testing.T) {
 		!containsAny(sawUnit, "CPUWeight=idle", "CPUWeight=0\n") {
 		t.Errorf("staging unit's policy never seen while staging: %q", sawUnit)
 	}
-	if sawDropIn == "" || sawBFQ == "" {
-		t.Errorf("while staging: drop-in seen %v, bfq seen %v", sawDropIn != "", sawBFQ != "")
+	if sawDaemon == "" || sawBFQ == "" {
+		t.Errorf("while staging: rpm-ostreed's IOWeight=10 seen %v, bfq seen %v", sawDaemon != "", sawBFQ != "")
 	}
 
 	// After the reboot: booted is the target, the slot is released.

@@ -26,6 +26,9 @@ const (
 	stagingUnit = "update-agent-staging.service"
 	onceUnit    = "ua-e2e-stage-once.service"
 	dropIn      = "/run/systemd/system/rpm-ostreed.service.d/50-update-agent-staging.conf"
+	// The running daemon's policy is set live: systemd keeps it in runtime
+	// control files (this one for IOWeight).
+	daemonControl = "/run/systemd/system.control/rpm-ostreed.service.d/50-IOWeight.conf"
 	// Small enough for a TCG guest, big enough to take seconds.
 	updateSize  = "64MiB"
 	updateFiles = "600"

@@ -42,9 +42,14 @@ func TestStagingPolicyWindow(t *testing.T) {
 	if idle := strings.TrimSpace(g.MustRun(t, "cat "+cg+"/cpu.idle")); idle != "1" {
 		t.Errorf("%s/cpu.idle = %q, want 1", cg, idle)
 	}
-	// The writer, rpm-ostreed, has the drop-in and its cgroup the weight.
-	if out := g.MustRun(t, "systemctl cat rpm-ostreed.service"); !strings.Contains(out, dropIn) || !strings.Contains(out, "IOWeight=10") {
-		t.Errorf("rpm-ostreed.service lacks the staging drop-in while staging:\n%s", out)
+	// The writer, rpm-ostreed, runs: its cgroup gets the policy live, with
+	// no drop-in (it would reach only the daemon's next start) and so no
+	// daemon-reload while the window opens.
+	if out := g.MustRun(t, "systemctl cat rpm-ostreed.service"); strings.Contains(out, dropIn) || !strings.Contains(out, daemonControl) {
+		t.Errorf("rpm-ostreed.service while staging: want the live policy (%s), no drop-in:\n%s", daemonControl, out)
+	}
+	if j := g.MustRun(t, "journalctl --no-pager -o cat _SYSTEMD_INVOCATION_ID=$(systemctl show -p InvocationID --value "+onceUnit+")"); strings.Contains(j, "daemon-reload") {
+		t.Errorf("a daemon-reload opening the window:\n%s", j)
 	}
 	if w := show(t, g, "rpm-ostreed.service", "IOWeight")["IOWeight"]; w != "10" {
 		t.Errorf("rpm-ostreed.service IOWeight=%q while staging, want 10", w)
@@ -121,8 +126,10 @@ func waitStagingUnit(t *testing.T, g *guest.Guest) {
 // latest update is staged.
 func assertWindowClosed(t *testing.T, g *guest.Guest, b before) {
 	t.Helper()
-	if out, _, code, _ := g.Run(context.Background(), "test -e "+dropIn); code == 0 {
-		t.Errorf("drop-in left after staging %s", out)
+	for _, f := range []string{dropIn, daemonControl} {
+		if out, _, code, _ := g.Run(context.Background(), "test -e "+f); code == 0 {
+			t.Errorf("%s left after staging %s", f, out)
+		}
 	}
 	if out := g.MustRun(t, "systemctl cat rpm-ostreed.service"); strings.Contains(out, "50-update-agent-staging.conf") {
 		t.Errorf("rpm-ostreed.service still has the staging drop-in:\n%s", out)
@@ -150,7 +157,7 @@ func assertWindowClosed(t *testing.T, g *guest.Guest, b before) {
 }
 
 // TestRecoverAfterKilledAgent kills stage-once in the middle of staging:
-// the drop-in, bfq and the running staging unit stay behind; the next
+// the daemon's live policy, bfq and the running staging unit stay behind; the next
 // start recovers (stops the unguarded unit, undoes the window) and stages.
 func TestRecoverAfterKilledAgent(t *testing.T) {
 	g := setup(t)
@@ -164,8 +171,8 @@ func TestRecoverAfterKilledAgent(t *testing.T) {
 		t.Fatal("stage-once survived SIGKILL")
 	}
 	// What a crash leaves: the window open, the stager running unguarded.
-	if _, _, code, _ := g.Run(context.Background(), "test -e "+dropIn+" && test -e /var/lib/update-agent/staging-undo.json"); code != 0 {
-		t.Fatal("no drop-in or undo journal after the kill: the test did not kill mid-staging")
+	if _, _, code, _ := g.Run(context.Background(), "test -e "+daemonControl+" && test -e /var/lib/update-agent/staging-undo.json"); code != 0 {
+		t.Fatal("no live daemon policy or undo journal after the kill: the test did not kill mid-staging")
 	}
 	if s := scheduler(t, g); !strings.Contains(s, "[bfq]") {
 		t.Errorf("scheduler after the kill %q, want [bfq] still", s)
