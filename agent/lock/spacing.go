@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -21,16 +22,18 @@ import (
 // SpacingKey is the marker of group under prefix. Groups match
 // [a-zA-Z0-9.-]+, so "_spacing" never collides with one.
 func SpacingKey(prefix, group string) string {
-	return strings.TrimRight(prefix, "/") + "/_spacing/" + group
+	return strings.TrimRight(prefix, "/") + "/" + spacingDir + "/" + group
 }
+
+const spacingDir = "_spacing"
 
 // SpacingState is what etcd says of a group's previous release.
 type SpacingState struct {
 	// Active is true while the release is younger than min_interval (the
 	// marker's lease is alive).
-	Active bool
-	By     string // queue name of the holder that released
-	Left   time.Duration
+	Active bool          `json:"active"`
+	By     string        `json:"by"` // queue name of the holder that released
+	Left   time.Duration `json:"left_ns"`
 }
 
 // ReadSpacing reads group's marker and how long it has left.
@@ -43,7 +46,12 @@ func ReadSpacing(ctx context.Context, cli *clientv3.Client, prefix, group string
 	if len(resp.Kvs) == 0 {
 		return SpacingState{}, nil
 	}
-	kv := resp.Kvs[0]
+	return spacingOf(ctx, cli, resp.Kvs[0])
+}
+
+// spacingOf reads a marker's lease: how long it has left.
+func spacingOf(ctx context.Context, cli *clientv3.Client, kv *mvccpb.KeyValue) (SpacingState, error) {
+	key := string(kv.Key)
 	s := SpacingState{Active: true, By: string(kv.Value)}
 	if kv.Lease != 0 {
 		ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))

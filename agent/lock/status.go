@@ -28,6 +28,9 @@ type GroupStatus struct {
 	Holders []EntryStatus  `json:"holders"`
 	Waiters []EntryStatus  `json:"waiters"`
 	Pending []Announcement `json:"pending"`
+	// Spacing is the group's last release while lock.min_interval has not
+	// passed since it (nil: none): the next reboot waits for it.
+	Spacing *SpacingState `json:"spacing,omitempty"`
 }
 
 // Status reads every group under prefix (or only group, when set). slots is
@@ -56,6 +59,12 @@ func Status(ctx context.Context, cli *clientv3.Client, prefix string, slots int,
 	ttls := map[int64]time.Duration{}
 	for _, kv := range resp.Kvs {
 		parts := strings.Split(strings.TrimPrefix(string(kv.Key), prefix+"/"), "/")
+		if len(parts) == 2 && parts[0] == spacingDir {
+			if sp, err := spacingOf(ctx, cli, kv); err == nil && sp.Active {
+				get(parts[1]).Spacing = &sp
+			}
+			continue
+		}
 		if len(parts) != 3 {
 			continue
 		}
@@ -82,6 +91,16 @@ func Status(ctx context.Context, cli *clientv3.Client, prefix string, slots int,
 				a = Announcement{Node: parts[2]}
 			}
 			get(g).Pending = append(get(g).Pending, a)
+		}
+	}
+	if group != "" {
+		// The marker is outside the group's prefix.
+		sp, err := ReadSpacing(ctx, cli, prefix, group)
+		if err != nil {
+			return nil, err
+		}
+		if sp.Active {
+			get(group).Spacing = &sp
 		}
 	}
 	var out []GroupStatus

@@ -114,6 +114,9 @@ func printLockStatus(w io.Writer, prefix, group string, groups []lock.GroupStatu
 			}
 			fmt.Fprintf(w, "  updates pending: %s\n", strings.Join(p, ", "))
 		}
+		if sp := g.Spacing; sp != nil {
+			fmt.Fprintf(w, "  spacing: %s released last; the next reboot in the group waits %s more (lock.min_interval)\n", sp.By, dur(sp.Left))
+		}
 	}
 }
 
