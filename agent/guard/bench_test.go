@@ -2,6 +2,7 @@ package guard_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,13 +90,32 @@ func BenchmarkParseEtcdMetrics(b *testing.B) {
 	}
 }
 
-// BenchmarkReadServedMetrics: one scrape + parse through Inputs.Read of a
-// real member's /metrics body served by a trivial server, so the figures
-// are the guard's side (HTTP client and parse), not etcd's rendering.
-func BenchmarkReadServedMetrics(b *testing.B) {
+// servedMetrics serves a real member's /metrics body as etcd does (gzip
+// when the client accepts it, as promhttp negotiates), compressed once, so
+// a benchmark's figures are the guard's side, not etcd's rendering.
+func servedMetrics(b *testing.B) (*httptest.Server, []byte) {
 	_, body := liveEtcd(b)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(body) }))
-	defer srv.Close()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(body)
+	zw.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Write(gz.Bytes())
+			return
+		}
+		w.Write(body)
+	}))
+	b.Cleanup(srv.Close)
+	return srv, body
+}
+
+// BenchmarkReadServedMetrics: one scrape + parse through Inputs.Read of a
+// real member's /metrics, served as etcd serves it (servedMetrics).
+func BenchmarkReadServedMetrics(b *testing.B) {
+	srv, body := servedMetrics(b)
 	in := &guard.Inputs{MetricsURL: srv.URL}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
@@ -123,9 +144,7 @@ func BenchmarkReadEtcdMetrics(b *testing.B) {
 // controller on), one op per tick. "scrape-1s" scrapes the served /metrics
 // every fourth tick as the stager does; "no-scrape" only the cheap inputs.
 func BenchmarkLoopTick(b *testing.B) {
-	_, body := liveEtcd(b)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(body) }))
-	defer srv.Close()
+	srv, _ := servedMetrics(b)
 	for _, tc := range []struct {
 		name  string
 		every time.Duration
