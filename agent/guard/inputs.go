@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -77,14 +78,20 @@ func (in *Inputs) Read(ctx context.Context) (Reading, error) {
 		in.lastScrape, in.lastHists = r.At, h
 	}
 	if len(in.Disks) > 0 {
-		r.Disks = map[string]DiskStat{}
-		root := in.SysRoot
-		if root == "" {
-			root = "/sys"
+		r.Disks = make(map[string]DiskStat, len(in.Disks))
+		if len(in.statPaths) != len(in.Disks) {
+			root := in.SysRoot
+			if root == "" {
+				root = "/sys"
+			}
+			in.statPaths = make([]string, len(in.Disks))
+			for i, d := range in.Disks {
+				in.statPaths[i] = filepath.Join(root, "block", d, "stat")
+			}
 		}
-		for _, d := range in.Disks {
-			p := filepath.Join(root, "block", d, "stat")
-			b, err := os.ReadFile(p)
+		for i, d := range in.Disks {
+			p := in.statPaths[i]
+			b, err := in.readFile(p)
 			if err == nil {
 				var ds DiskStat
 				if ds, err = ParseDiskStat(string(b)); err == nil {
@@ -96,7 +103,7 @@ func (in *Inputs) Read(ctx context.Context) (Reading, error) {
 		}
 	}
 	if in.PressureFile != "" {
-		b, err := os.ReadFile(in.PressureFile)
+		b, err := in.readFile(in.PressureFile)
 		if err == nil {
 			var p Pressure
 			if p, err = ParsePressure(string(b)); err == nil {
@@ -108,6 +115,49 @@ func (in *Inputs) Read(ctx context.Context) (Reading, error) {
 		}
 	}
 	return r, errors.Join(errs...)
+}
+
+// readFile reads a small kernel file into the reused buffer: open, read,
+// close, where os.ReadFile also stats, sets the descriptor non-blocking,
+// reads once more for EOF and allocates the file and the buffer (the
+// reads run every tick, 4 a second, for each disk and the PSI file).
+// The file is opened each time, as before: a cgroup's io.pressure is gone
+// when etcd's unit restarts, and a fresh open follows it.
+func (in *Inputs) readFile(name string) ([]byte, error) {
+	fd, err := openRead(name)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	defer syscall.Close(fd)
+	if in.fileBuf == nil {
+		in.fileBuf = make([]byte, 4096)
+	}
+	b := in.fileBuf[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow
+		}
+		n, err := syscall.Read(fd, b[len(b):cap(b)])
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return nil, &os.PathError{Op: "read", Path: name, Err: err}
+		case n == 0:
+			in.fileBuf = b[:0]
+			return b, nil
+		}
+		b = b[:len(b)+n]
+	}
+}
+
+func openRead(name string) (int, error) {
+	for {
+		fd, err := syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != syscall.EINTR {
+			return fd, err
+		}
+	}
 }
 
 // usedHists are the families the guard parses; every other is skipped.

@@ -21,25 +21,47 @@ type DiskStat struct {
 }
 
 // ParseDiskStat parses a /sys/block/<dev>/stat line (11, 15 or 17 fields).
+// It is read every tick: fields are walked in place, not split.
 func ParseDiskStat(s string) (DiskStat, error) {
-	f := strings.Fields(s)
-	if len(f) < 11 {
+	var v [17]uint64
+	n := 0
+	for f, rest := nextField(s); f != ""; f, rest = nextField(rest) {
+		x, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return DiskStat{}, fmt.Errorf("disk stat field %d %q: %w", n+1, f, err)
+		}
+		if n < len(v) {
+			v[n] = x
+		}
+		n++
+	}
+	if n < 11 {
 		return DiskStat{}, fmt.Errorf("disk stat %q: want at least 11 fields", s)
 	}
-	v := make([]uint64, len(f))
-	for i, x := range f {
-		n, err := strconv.ParseUint(x, 10, 64)
-		if err != nil {
-			return DiskStat{}, fmt.Errorf("disk stat field %d %q: %w", i+1, x, err)
-		}
-		v[i] = n
-	}
 	d := DiskStat{IOs: v[0] + v[4], TicksMS: v[3] + v[7], InFlight: v[8], BusyMS: v[9], Written: v[6] * 512, QueueMS: v[10]}
-	if len(v) >= 17 { // flushes: what fdatasync waits for
+	if n >= 17 { // flushes: what fdatasync waits for
 		d.IOs += v[15]
 		d.TicksMS += v[16]
 	}
 	return d, nil
+}
+
+// nextField returns the first space-separated field of s ("" at the end)
+// and what follows it: strings.Fields without the slice.
+func nextField(s string) (field, rest string) {
+	i := 0
+	for i < len(s) && isSpace(s[i]) {
+		i++
+	}
+	j := i
+	for j < len(s) && !isSpace(s[j]) {
+		j++
+	}
+	return s[i:j], s[j:]
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
 }
 
 // Await is the mean time a request completed between old and d took (what
@@ -63,12 +85,14 @@ type Pressure struct {
 func ParsePressure(s string) (Pressure, error) {
 	var p Pressure
 	seen := false
-	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
+	for rest := strings.TrimSpace(s); rest != ""; {
+		var line string
+		line, rest, _ = strings.Cut(rest, "\n")
+		kind, kvs := nextField(line)
+		if kind == "" {
 			continue
 		}
-		for _, kv := range f[1:] {
+		for kv, more := nextField(kvs); kv != ""; kv, more = nextField(more) {
 			v, ok := strings.CutPrefix(kv, "total=")
 			if !ok {
 				continue
@@ -77,7 +101,7 @@ func ParsePressure(s string) (Pressure, error) {
 			if err != nil {
 				return p, fmt.Errorf("pressure %q: %w", line, err)
 			}
-			switch f[0] {
+			switch kind {
 			case "some":
 				p.SomeTotal, seen = time.Duration(us)*time.Microsecond, true
 			case "full":

@@ -298,7 +298,10 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 			win.Cut()
 			long.Cut()
 		default:
-			log.Debug("latency guard decision", d.LogAttrs()...)
+			// Four times a second: the attributes are built only if logged.
+			if log.Enabled(ctx, slog.LevelDebug) {
+				log.Debug("latency guard decision", d.LogAttrs()...)
+			}
 		}
 	}
 }
