@@ -211,7 +211,8 @@ func (in *Inputs) fetch(ctx context.Context) (map[string]Histogram, error) {
 	// Go's transport asks for gzip by default, and etcd (promhttp) then
 	// deflates its ~180 KB for every scrape, which the agent inflates
 	// again: CPU on both sides for a read over loopback. Measured
-	// natively, the agent's side of a scrape took twice as long.
+	// natively, the deflate was about a third of etcd's serving of
+	// /metrics and the inflate half of the agent's scrape.
 	req.Header.Set("Accept-Encoding", "identity")
 	resp, err := c.Do(req)
 	if err != nil {
