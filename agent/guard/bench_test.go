@@ -1,3 +1,5 @@
+//go:build bench
+
 package guard_test
 
 import (
@@ -25,7 +27,8 @@ import (
 // The guard's CPU in the stager: these benchmarks drive its production
 // path (Inputs against a real etcd member's /metrics, Guard.Run ticking)
 // so a profile shows where it goes. Figures are for comparing changes on
-// one machine; claims about the guest live in `make bench`.
+// one machine; claims about the guest live in `make bench`. Run:
+// go test -tags bench -run '^$' -bench . -count 5 ./agent/guard/
 
 var (
 	etcdOnce    sync.Once
