@@ -67,17 +67,39 @@ func liveEtcd(b *testing.B) (string, []byte) {
 	return etcdURL, etcdBody
 }
 
-// keepTB defers the cleanups registered with it to process exit (never):
-// the embedded member is shared by the benchmarks of one run.
+// keepTB defers the cleanups registered with it (the member's shutdown,
+// its temporary directories) to TestMain, after every benchmark ran: the
+// member is shared by the benchmarks of one run.
 type keepTB struct{ testing.TB }
 
-func (k *keepTB) Cleanup(func()) {}
+var (
+	cleanupMu sync.Mutex
+	cleanups  []func()
+)
+
+func (k *keepTB) Cleanup(f func()) {
+	cleanupMu.Lock()
+	defer cleanupMu.Unlock()
+	cleanups = append(cleanups, f)
+}
+
 func (k *keepTB) TempDir() string {
 	d, err := os.MkdirTemp("", "guard-bench")
 	if err != nil {
 		k.Fatal(err)
 	}
+	k.Cleanup(func() { os.RemoveAll(d) })
 	return d
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	cleanupMu.Lock()
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
+	}
+	cleanupMu.Unlock()
+	os.Exit(code)
 }
 
 // BenchmarkParseEtcdMetrics: the parse of one real /metrics body.
