@@ -3,7 +3,6 @@ package stage
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -51,21 +50,8 @@ func TestRateFloor(t *testing.T) {
 func TestRunAutoWriteRateOnAnOrderedJournal(t *testing.T) {
 	e := newEnv(t)
 	e.sched.fs = []iosched.Filesystem{{MountPoint: "/var", Type: "ext4", Options: []string{"rw"}}}
-	e.opts.WriteBandwidthMax = 0
-	e.opts.WriteRateAuto = true
-	e.opts.Guard = GuardOptions{
-		Enabled: true,
-		Options: guard.Options{LearnFor: -1, Interval: 20 * time.Millisecond, Window: 20 * time.Millisecond,
-			Baseline: guard.Baseline{"wal_fsync": {P99: 5 * time.Millisecond, Median: 2 * time.Millisecond}},
-			Config:   guard.Config{MinFreeze: 20 * time.Millisecond, MaxFreeze: 60 * time.Millisecond}},
-		Source: &slowEtcd{},
-	}
+	ioMax := e.autoRate(t)
 	e.opts.WriteRate = guard.RateConfig{Cooldown: 40 * time.Millisecond}
-	e.opts.SysRoot = t.TempDir()
-	writeCgroup(t, e.opts.SysRoot, stagingUnit, 10*mib, 8*mib)
-	os.MkdirAll(filepath.Join(e.opts.SysRoot, "block/vdb"), 0o755)
-	os.WriteFile(filepath.Join(e.opts.SysRoot, "block/vdb/dev"), []byte("252:16\n"), 0o644)
-	ioMax := filepath.Join(e.opts.SysRoot, "fs/cgroup/system.slice", stagingUnit, "io.max")
 	s := e.stager(t, fakeDaemon{idle: false})
 	seen := map[string]bool{}
 	e.sys.finish = func(ctx context.Context) (systemd.UnitStatus, error) {

@@ -781,8 +781,10 @@ func TestRunUsesAFreshRollingBaseline(t *testing.T) {
 	}
 }
 
-func TestRunAutoWriteRatePacesBothUnits(t *testing.T) {
-	e := newEnv(t)
+// autoRate sets the write rate to "auto" with a guard that always sees
+// etcd slow, on a fake sysfs and cgroup tree; it returns the staging
+// unit's io.max.
+func (e *env) autoRate(t *testing.T) (ioMax string) {
 	e.opts.WriteBandwidthMax = 0
 	e.opts.WriteRateAuto = true
 	e.opts.Guard = GuardOptions{
@@ -796,7 +798,12 @@ func TestRunAutoWriteRatePacesBothUnits(t *testing.T) {
 	writeCgroup(t, e.opts.SysRoot, stagingUnit, 10*mib, 8*mib)
 	os.MkdirAll(filepath.Join(e.opts.SysRoot, "block/vdb"), 0o755)
 	os.WriteFile(filepath.Join(e.opts.SysRoot, "block/vdb/dev"), []byte("252:16\n"), 0o644)
-	ioMax := filepath.Join(e.opts.SysRoot, "fs/cgroup/system.slice", stagingUnit, "io.max")
+	return filepath.Join(e.opts.SysRoot, "fs/cgroup/system.slice", stagingUnit, "io.max")
+}
+
+func TestRunAutoWriteRatePacesBothUnits(t *testing.T) {
+	e := newEnv(t)
+	ioMax := e.autoRate(t)
 	s := e.stager(t, fakeDaemon{idle: false})
 	var staged string
 	e.sys.finish = func(ctx context.Context) (systemd.UnitStatus, error) {
