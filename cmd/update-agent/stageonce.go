@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/update-agent/update-agent/agent/logging"
@@ -22,8 +24,16 @@ func runStageOnce(env *cmdEnv, args []string) error {
 	deploy := fs.String("deploy", "", "stage this commit (rpm-ostree deploy revision=) instead of upgrading")
 	rebase := fs.String("rebase", "", "rebase to this refspec or container image instead of upgrading")
 	debug := fs.Bool("debug", false, "log debug messages (every latency guard decision)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (pprof)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
 	}
 	req := rpmostree.StageRequest{Kind: rpmostree.StageUpgrade}
 	switch {
@@ -67,4 +77,21 @@ func runStageOnce(env *cmdEnv, args []string) error {
 		req, what, rep.Duration.Seconds(), rep.Setup.Seconds(), rep.Disks, rep.Guarded, rep.Guard.Freezes, rep.Guard.Frozen.Seconds(), rep.Guard.ForcedThaws,
 		rep.Baseline, float64(rep.Guard.Rate)/1e6, rep.Guard.RateCuts)
 	return err
+}
+
+// startCPUProfile profiles the process until the returned stop: the bench
+// asks for it to tell where the guard's CPU in the guest goes.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("creating the CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting the CPU profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

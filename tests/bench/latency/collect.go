@@ -31,6 +31,7 @@ type Measured struct {
 	EtcdPost []byte // and after
 	EtcdLine []byte // putload's timeline.csv
 	StageLog []byte // update-agent's log of the staging (Agent only): the guard's decisions
+	Profile  []byte // stage-once's CPU profile (Scenario.Profile)
 }
 
 // Rows are the table rows of m: the fio job and the etcd member. A missing

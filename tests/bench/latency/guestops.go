@@ -2,6 +2,7 @@ package latency
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -336,7 +337,11 @@ func Stage(ctx context.Context, g Guest, s Scenario) (Window, error) {
 		}
 		// The agent's own staging path (policy, scheduler, drop-in, guard),
 		// without lock or reboot; it undoes its policy before it exits.
-		out, err := sh(ctx, g, `t0=$(date +%s%N); update-agent stage-once >/var/tmp/bench-stage.out 2>/var/tmp/bench-stage.log || { tail -n 40 /var/tmp/bench-stage.log >&2; exit 1; }; t1=$(date +%s%N); times >/var/tmp/bench-stage.times; cat /var/tmp/bench-stage.out; echo $t0 $t1`)
+		cmd := "update-agent stage-once"
+		if s.Profile {
+			cmd += " --cpuprofile " + ProfilePath
+		}
+		out, err := sh(ctx, g, `rm -f `+ProfilePath+`; t0=$(date +%s%N); `+cmd+` >/var/tmp/bench-stage.out 2>/var/tmp/bench-stage.log || { tail -n 40 /var/tmp/bench-stage.log >&2; exit 1; }; t1=$(date +%s%N); times >/var/tmp/bench-stage.times; cat /var/tmp/bench-stage.out; echo $t0 $t1`)
 		if err != nil {
 			return Window{}, fmt.Errorf("staging (update-agent stage-once): %w", err)
 		}
@@ -414,6 +419,18 @@ func quoteAll(ss []string) []string {
 		out[i] = q(s)
 	}
 	return out
+}
+
+// ProfilePath is where stage-once writes its CPU profile in the guest.
+const ProfilePath = "/var/tmp/bench-stage.pprof"
+
+// FetchBinary copies a binary file out of the guest (base64 on the way).
+func FetchBinary(ctx context.Context, g Guest, path string) ([]byte, error) {
+	out, err := sh(ctx, g, "base64 -w0 "+q(path))
+	if err != nil {
+		return nil, err
+	}
+	return base64.StdEncoding.DecodeString(strings.TrimSpace(out))
 }
 
 // Fetch copies a file out of the guest by printing it.

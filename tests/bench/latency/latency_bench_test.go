@@ -143,7 +143,7 @@ func TestStagingLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := &run{g: g, plan: plan, base: base, update: update, out: out, logf: logf}
+	r := &run{g: g, plan: plan, base: base, update: update, out: out, logf: logf, profile: os.Getenv("BENCH_PROFILE") == "1"}
 	for _, d := range plan.Disks {
 		if d.FS != fs {
 			// A new filesystem: the sysroot, etcd and the loads' files are
@@ -211,6 +211,7 @@ type run struct {
 	base, update, out string
 	logf              func(string, ...any)
 	split             bool // etcd on its own filesystem now
+	profile           bool // BENCH_PROFILE=1: agent scenarios write CPU profiles
 	table             report.Table
 	notes             []string
 	panels            []report.Panel // of the disk being measured (first repetition)
@@ -227,6 +228,7 @@ func (r *run) runOne(ctx context.Context, d Disk, sc Scenario, rep int) error {
 			return err
 		}
 	}
+	sc.Profile = r.profile && sc.Stager == Agent
 	m, err := runScenario(ctx, g, d, sc, r.plan, r.base, r.update, logf)
 	if err != nil {
 		return fmt.Errorf("%s/%s rep %d: %v", d.Name, sc.ID, rep, err)
@@ -244,6 +246,11 @@ func (r *run) runOne(ctx context.Context, d Disk, sc Scenario, rep int) error {
 		}
 		if err := os.WriteFile(p, m.StageLog, 0o644); err != nil {
 			return err
+		}
+		if len(m.Profile) > 0 {
+			if err := os.WriteFile(strings.TrimSuffix(p, ".log")+".pprof", m.Profile, 0o644); err != nil {
+				return err
+			}
 		}
 	}
 	if rep == 1 {
@@ -333,6 +340,11 @@ func runScenario(ctx context.Context, g *guest.Guest, d Disk, sc Scenario, plan 
 	if sc.Stager == Agent {
 		if m.StageLog, err = Fetch(ctx, g, "/var/tmp/bench-stage.log"); err != nil {
 			return Measured{}, err
+		}
+		if sc.Profile {
+			if m.Profile, err = FetchBinary(ctx, g, ProfilePath); err != nil {
+				return Measured{}, err
+			}
 		}
 	}
 	return m, nil

@@ -68,6 +68,9 @@ type Scenario struct {
 	// SplitFS puts etcd and the fio job on a filesystem of their own (a
 	// second partition of the same disk) instead of next to the sysroot.
 	SplitFS bool
+	// Profile: stage-once writes a CPU profile, kept beside its log
+	// (BENCH_PROFILE=1).
+	Profile bool
 }
 
 // Load names the fio load of s on d, as the table's "load" column.
