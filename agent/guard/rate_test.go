@@ -13,7 +13,7 @@ func TestStepRate(t *testing.T) {
 	wal := func(s float64, p99 time.Duration) Sample {
 		return Sample{At: at(s), Latency: map[string]Stat{SignalWALFsync: {P99: p99, Median: p99 / 2, N: 20}}, Stall: -1}
 	}
-	cfg := RateConfig{}
+	cfg := RateConfig{Min: 1_000_000} // the mechanics below the default floor
 	steady := RateState{Started: true, Rate: 10_000_000, LastRaise: at(0), LastCut: at(-60), CutFrom: 12_000_000}
 	cases := []struct {
 		name    string
@@ -152,6 +152,28 @@ func TestHistogramAbove(t *testing.T) {
 	} {
 		if got := h.Above(c.t); math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("Above(%v) = %g, want %g", c.t, got, c.want)
+		}
+	}
+}
+
+// By default the rate is never cut below its start (4 MB/s): cuts below it
+// did not lower etcd's latency on the disks measured (see RateConfig.Min).
+func TestStepRateDefaultFloorIsTheStart(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	base := Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 4 * time.Millisecond, N: 100}}
+	slow := RateInput{Sample: Sample{At: t0.Add(10 * time.Second), Latency: map[string]Stat{SignalWALFsync: {P99: 50 * time.Millisecond, N: 20}}, Stall: -1}}
+	for _, c := range []struct {
+		cfg        RateConfig
+		from, want uint64
+	}{
+		{RateConfig{}, 6_000_000, 4_000_000},
+		{RateConfig{}, 4_000_000, 4_000_000},
+		{RateConfig{Start: 10_000_000}, 12_000_000, 10_000_000},
+		{RateConfig{Min: 1_000_000}, 4_000_000, 2_000_000},
+	} {
+		st, d := StepRate(c.cfg, base, RateState{Started: true, Rate: c.from, LastRaise: t0}, slow)
+		if st.Rate != c.want || st.LastCut.IsZero() {
+			t.Errorf("%+v from %d: rate %d (%s), want a cut to %d", c.cfg, c.from, st.Rate, d.Reason, c.want)
 		}
 	}
 }

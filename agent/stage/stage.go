@@ -311,6 +311,9 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 			return rep, fmt.Errorf("staging: %w", err)
 		}
 	}
+	if len(rep.Disks) > 0 {
+		s.logFilesystems()
+	}
 	// Normal is known before anything changes: the rolling baseline from
 	// before the window, or learned now. Nothing inside the window is
 	// learned.
@@ -434,7 +437,7 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rep *Report) 
 			PressureFile: psi, Clock: gopts.Clock}
 	}
 	if s.o.WriteRateAuto && len(disks) > 0 {
-		gopts.Rate = guard.RateOptions{Config: s.rateConfig(), Set: func(ctx context.Context, rate uint64) error {
+		gopts.Rate = guard.RateOptions{Config: s.o.WriteRate, Set: func(ctx context.Context, rate uint64) error {
 			return s.setWriteRate(ctx, disks, rate)
 		}}
 	}

@@ -804,6 +804,7 @@ func (e *env) autoRate(t *testing.T) (ioMax string) {
 func TestRunAutoWriteRatePacesBothUnits(t *testing.T) {
 	e := newEnv(t)
 	ioMax := e.autoRate(t)
+	e.opts.WriteRate = guard.RateConfig{Min: 1_000_000} // below the default floor (the start rate)
 	s := e.stager(t, fakeDaemon{idle: false})
 	var staged string
 	e.sys.finish = func(ctx context.Context) (systemd.UnitStatus, error) {
