@@ -33,10 +33,11 @@ type fakeSystemd struct {
 	calls      []string
 	// finish decides how the staging unit ends: called by Wait; it may
 	// block (until ctx is done) to simulate a long staging.
-	finish  func(ctx context.Context) (systemd.UnitStatus, error)
-	failOn  map[string]error // "Restart rpm-ostreed.service" -> error
-	reloads int
-	lookups map[string]int // Brief and ControlGroup reads by unit
+	finish    func(ctx context.Context) (systemd.UnitStatus, error)
+	failOn    map[string]error // "Restart rpm-ostreed.service" -> error
+	reloads   int
+	lookups   map[string]int // Brief and ControlGroup reads by unit
+	fullReads map[string]int // Status reads by unit
 }
 
 func newFakeSystemd(controlDir string) *fakeSystemd {
@@ -91,7 +92,19 @@ func (f *fakeSystemd) Wait(ctx context.Context, unit string) (systemd.UnitStatus
 	return st, nil
 }
 
-func (f *fakeSystemd) Status(_ context.Context, unit string) (systemd.UnitStatus, error) {
+// Status is the full read (some 400 properties on systemd): counted in
+// fullReads, as pollers must not use it.
+func (f *fakeSystemd) Status(ctx context.Context, unit string) (systemd.UnitStatus, error) {
+	f.mu.Lock()
+	if f.fullReads == nil {
+		f.fullReads = map[string]int{}
+	}
+	f.fullReads[unit]++
+	f.mu.Unlock()
+	return f.status(ctx, unit)
+}
+
+func (f *fakeSystemd) status(_ context.Context, unit string) (systemd.UnitStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	u, ok := f.units[unit]
@@ -111,7 +124,7 @@ func (f *fakeSystemd) Status(_ context.Context, unit string) (systemd.UnitStatus
 
 func (f *fakeSystemd) Brief(ctx context.Context, unit string) (systemd.Brief, error) {
 	f.lookup(unit)
-	st, err := f.Status(ctx, unit)
+	st, err := f.status(ctx, unit)
 	return systemd.Brief{ActiveState: st.ActiveState, SubState: st.SubState}, err
 }
 
@@ -126,7 +139,7 @@ func (f *fakeSystemd) lookup(unit string) {
 
 func (f *fakeSystemd) ControlGroup(ctx context.Context, unit string) (string, error) {
 	f.lookup(unit)
-	st, err := f.Status(ctx, unit)
+	st, err := f.status(ctx, unit)
 	return st.ControlGroup, err
 }
 
