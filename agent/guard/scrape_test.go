@@ -5,12 +5,14 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // noisyMetrics is etcdMetrics among many other families, as etcd's
@@ -138,5 +140,59 @@ func TestKernelFilesReadWholeIntoTheReusedBuffer(t *testing.T) {
 	os.Remove(psi)
 	if _, err := in.Read(context.Background()); err == nil || !strings.Contains(err.Error(), "open "+psi+": no such file") {
 		t.Errorf("err %v, want the open error naming the file", err)
+	}
+}
+
+// readCounter is a connection whose peer has already written a whole
+// response: each Read returns what fits, and the reads are counted.
+type readCounter struct {
+	net.Conn // nil: only Read, Write, Close and the deadlines are used
+	r        *bytes.Reader
+	reads    int
+}
+
+func (c *readCounter) Read(p []byte) (int, error)       { c.reads++; return c.r.Read(p) }
+func (c *readCounter) Write(p []byte) (int, error)      { return len(p), nil }
+func (c *readCounter) Close() error                     { return nil }
+func (c *readCounter) SetDeadline(time.Time) error      { return nil }
+func (c *readCounter) SetReadDeadline(time.Time) error  { return nil }
+func (c *readCounter) SetWriteDeadline(time.Time) error { return nil }
+func (c *readCounter) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (c *readCounter) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+
+// The scrape reads etcd's chunked ~180 KB in a few read(2) calls, not one
+// per 4 KB chunk (each was dear in the TCG guest).
+func TestScrapeReadsTheBodyInFewCalls(t *testing.T) {
+	body := noisyMetrics([]uint64{5, 3}, []uint64{2})
+	for len(body) < 180<<10 {
+		body = "# HELP filler x\n" + strings.Repeat("go_filler_metric{a=\"b\"} 1\n", 1000) + body
+	}
+	var resp bytes.Buffer
+	resp.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n")
+	for rest := body; len(rest) > 0; {
+		n := min(len(rest), 4096) // as Go's server chunks etcd's response
+		fmt.Fprintf(&resp, "%x\r\n%s\r\n", n, rest[:n])
+		rest = rest[n:]
+	}
+	resp.WriteString("0\r\n\r\n")
+	scrape := func(c *http.Client, conn *readCounter) int {
+		in := &Inputs{MetricsURL: "http://etcd.invalid:2381/metrics", HTTP: c}
+		r, err := in.Read(context.Background())
+		if err != nil || len(r.Hists) != 2 {
+			t.Fatalf("scrape: %v %v", r.Hists, err)
+		}
+		return conn.reads
+	}
+	dialer := func(conn *readCounter) func(context.Context, string, string) (net.Conn, error) {
+		return func(context.Context, string, string) (net.Conn, error) { return conn, nil }
+	}
+	ours := &readCounter{r: bytes.NewReader(resp.Bytes())}
+	n := scrape(newScrapeClient(dialer(ours)), ours)
+	def := &readCounter{r: bytes.NewReader(resp.Bytes())}
+	t4k := http.DefaultTransport.(*http.Transport).Clone()
+	t4k.DialContext = dialer(def)
+	n4k := scrape(&http.Client{Transport: t4k}, def)
+	if n > 4 || n4k < 40 {
+		t.Errorf("read(2) calls for a %d KB body: %d, want at most 4 (with the default 4 KB buffer: %d)", len(body)>>10, n, n4k)
 	}
 }
