@@ -15,24 +15,25 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/update-agent/update-agent/agent/fleetlock"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/tests/etcdtest"
 )
 
-func TestLockSubcommand(t *testing.T) {
+// lockCluster starts one etcd member and a configuration root pointing at
+// it whose [lock] section is lockTOML; ctx bounds the test.
+func lockCluster(t *testing.T, lockTOML string) (root string, cli *clientv3.Client, ctx context.Context) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
-	root := configRoot(t, map[string]string{"50-etcd.toml": fmt.Sprintf(`
-[etcd]
-endpoints = [%q]
-[lock]
-group = "masters"
-slots = 1
-reboot_lease_ttl = "60s"
-`, c.Members[0].ClientURL)})
-	cli := c.Client(t, nil)
+	root = configRoot(t, map[string]string{"50-etcd.toml": fmt.Sprintf("[etcd]\nendpoints = [%q]\n[lock]\n%s", c.Members[0].ClientURL, lockTOML)})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
+	return root, c.Client(t, nil), ctx
+}
+
+func TestLockSubcommand(t *testing.T) {
+	root, cli, ctx := lockCluster(t, "group = \"masters\"\nslots = 1\nreboot_lease_ttl = \"60s\"\n")
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	mk := func(node, group string) *lock.Lock {
 		l, err := lock.New(cli, lock.Options{Prefix: "/update-agent/lock", Group: group, Slots: 1, TTL: time.Minute,
@@ -206,18 +207,7 @@ func TestLockReleaseFleetLockClient(t *testing.T) {
 // releases it; lock status then says the group's next reboot waits for
 // lock.min_interval, with or without --group.
 func TestLockStatusShowsSpacing(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
-	root := configRoot(t, map[string]string{"50-etcd.toml": fmt.Sprintf(`
-[etcd]
-endpoints = [%q]
-[lock]
-group = "masters"
-slots = 1
-min_interval = "10m"
-`, c.Members[0].ClientURL)})
-	cli := c.Client(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	root, cli, ctx := lockCluster(t, "group = \"masters\"\nslots = 1\nmin_interval = \"10m\"\n")
 	dir := t.TempDir()
 	mk := func(boot string) *lock.Lock {
 		l, err := lock.New(cli, lock.Options{Prefix: "/update-agent/lock", Group: "masters", Slots: 1, TTL: time.Minute,
