@@ -44,9 +44,10 @@ func (f Filesystem) String() string {
 	return fmt.Sprintf("%s (%s%s at %s)", f.Path, f.Type, mode, f.MountPoint)
 }
 
-// Filesystems returns the file system holding each path, read from
-// mountInfo (/proc/self/mountinfo when "") by the path's device number.
-func (r Resolver) Filesystems(mountInfo string, paths []string) ([]Filesystem, error) {
+// Filesystems returns the file system holding each path, read from the
+// mount table by the path's device number.
+func (r Resolver) Filesystems(paths []string) ([]Filesystem, error) {
+	mountInfo := r.MountInfo
 	if mountInfo == "" {
 		mountInfo = "/proc/self/mountinfo"
 	}

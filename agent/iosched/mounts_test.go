@@ -25,7 +25,7 @@ func TestFilesystems(t *testing.T) {
 		"/sysroot": {253, 0}, "/var/lib/etcd": {252, 16}, "/srv/wb": {252, 32}, "/srv/j/x": {252, 48},
 		"/mnt/with space": {252, 64}, "/run/x": {0, 45}, "/gone": {9, 9},
 	}
-	r := Resolver{Stat: func(p string) (uint32, uint32, error) {
+	r := Resolver{MountInfo: mi, Stat: func(p string) (uint32, uint32, error) {
 		d, ok := devs[p]
 		if !ok {
 			return 0, 0, os.ErrNotExist
@@ -45,7 +45,7 @@ func TestFilesystems(t *testing.T) {
 		{"/run/x", "/run", "tmpfs", false, ""},
 	}
 	for _, tc := range tests {
-		fs, err := r.Filesystems(mi, []string{tc.path})
+		fs, err := r.Filesystems([]string{tc.path})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.path, err)
 		}
@@ -62,19 +62,20 @@ func TestFilesystems(t *testing.T) {
 		{"/nodev", "device 1:2 is not in " + mi},
 	} {
 		devs["/nodev"] = [2]uint32{1, 2}
-		_, err := r.Filesystems(mi, []string{"/sysroot", bad.path})
+		_, err := r.Filesystems([]string{"/sysroot", bad.path})
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%s: err %v, want %q", bad.path, err, bad.want)
 		}
 	}
-	if _, err := r.Filesystems(filepath.Join(t.TempDir(), "none"), []string{"/sysroot"}); err == nil || !strings.Contains(err.Error(), "reading the mount table") {
+	r.MountInfo = filepath.Join(t.TempDir(), "none")
+	if _, err := r.Filesystems([]string{"/sysroot"}); err == nil || !strings.Contains(err.Error(), "reading the mount table") {
 		t.Errorf("missing mountinfo: %v", err)
 	}
 }
 
 // The real table of this host: the root's file system is found.
 func TestFilesystemsOfThisHost(t *testing.T) {
-	fs, err := Resolver{}.Filesystems("", []string{t.TempDir()})
+	fs, err := Resolver{}.Filesystems([]string{t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,9 @@ type Resolver struct {
 	// Stat returns the device number of the file system holding path; nil
 	// uses stat(2).
 	Stat func(path string) (major, minor uint32, err error)
+	// MountInfo is the mount table Filesystems reads ("":
+	// /proc/self/mountinfo).
+	MountInfo string
 }
 
 func statDev(path string) (uint32, uint32, error) {

@@ -93,9 +93,6 @@ type Options struct {
 	MaxSectorsKB  int
 	SysRoot       string
 	ModprobeArgv  []string
-	// MountInfo is the mount table the staging paths' file systems are
-	// read from ("": /proc/self/mountinfo).
-	MountInfo string
 
 	// PerObjectFsync sets core.per-object-fsync=true in Repo's config for
 	// the window, so writeback is steady instead of one big flush.
@@ -228,8 +225,7 @@ func New(o Options, d Deps) (*Stager, error) {
 	s := &Stager{o: o, d: d, sched: d.Scheduler, log: o.Log}
 	if s.sched == nil {
 		s.sched = IOSched{
-			Resolver:  iosched.Resolver{SysRoot: o.SysRoot},
-			MountInfo: o.MountInfo,
+			Resolver: iosched.Resolver{SysRoot: o.SysRoot},
 			Options: iosched.Options{SysRoot: o.SysRoot, Scheduler: o.Scheduler, NrRequests: o.NrRequests,
 				MaxSectorsKB: o.MaxSectorsKB, Keep: o.KeepScheduler, StateFile: filepath.Join(o.StateDir, "iosched.json"),
 				ModprobeArgv: o.ModprobeArgv, Runner: d.Runner, Log: o.Log, BootIDPath: o.BootIDPath},
@@ -240,14 +236,13 @@ func New(o Options, d Deps) (*Stager, error) {
 
 // IOSched adapts agent/iosched to Scheduler.
 type IOSched struct {
-	Resolver  iosched.Resolver
-	MountInfo string
-	Options   iosched.Options
+	Resolver iosched.Resolver
+	Options  iosched.Options
 }
 
 func (i IOSched) Disks(paths []string) ([]string, error) { return i.Resolver.Disks(paths) }
 func (i IOSched) Filesystems(paths []string) ([]iosched.Filesystem, error) {
-	return i.Resolver.Filesystems(i.MountInfo, paths)
+	return i.Resolver.Filesystems(paths)
 }
 func (i IOSched) Apply(ctx context.Context, disks []string) error {
 	return iosched.Apply(ctx, i.Options, disks)
