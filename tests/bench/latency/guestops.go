@@ -338,6 +338,9 @@ func Stage(ctx context.Context, g Guest, s Scenario) (Window, error) {
 		// The agent's own staging path (policy, scheduler, drop-in, guard),
 		// without lock or reboot; it undoes its policy before it exits.
 		cmd := "update-agent stage-once"
+		if s.Wrap != "" {
+			cmd = s.Wrap + " " + cmd
+		}
 		if s.Profile {
 			cmd += " --cpuprofile " + ProfilePath
 		}

@@ -109,7 +109,7 @@ func TestPlan(t *testing.T) {
 			t.Errorf("%s: %d scenarios, want %d", d.Name, len(ids), len(want))
 		}
 	}
-	if n := len(full.Scenarios[full.Disks[0].Name]); n != 5+len(Knobs)+len(Probes)+6 {
+	if n := len(full.Scenarios[full.Disks[0].Name]); n != 5+len(Knobs)+len(AgentRuns)+len(Probes)+6 {
 		t.Errorf("small disk: %d scenarios", n)
 	}
 	var ext4 []string

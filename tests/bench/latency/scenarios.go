@@ -71,6 +71,9 @@ type Scenario struct {
 	// Profile: stage-once writes a CPU profile, kept beside its log
 	// (BENCH_PROFILE=1).
 	Profile bool
+	// Wrap is put before `update-agent stage-once` (Agent only): how the
+	// agent's own process runs (its CPU share, its Go runtime).
+	Wrap string
 }
 
 // Load names the fio load of s on d, as the table's "load" column.
@@ -138,6 +141,16 @@ var Knobs = []struct{ ID, Config string }{
 	{"k-memoryhigh-64M", "[staging]\nmemory_high = \"64M\"\n"},
 	{"k-memoryhigh-16M", "[staging]\nmemory_high = \"16M\"\n"},
 	{"k-memoryhigh-8M", "[staging]\nmemory_high = \"8M\"\n"},
+}
+
+// AgentRuns are the agent's defaults with its own process run differently:
+// its CPU competes with etcd's in a CPU-starved guest.
+var AgentRuns = []Scenario{
+	// One P: no thread spins looking for work after each wake-up.
+	{ID: "k-agent-gomaxprocs-1", Stager: Agent, Wrap: "env GOMAXPROCS=1"},
+	// A fifth of etcd's CPU weight (both in system.slice): etcd runs first
+	// when the CPUs are contended.
+	{ID: "k-agent-cpuweight-20", Stager: Agent, Wrap: "systemd-run -q --scope -p CPUWeight=20 --"},
 }
 
 // Probes are not staging at all: CPU burners with the staging unit's CPU
@@ -217,6 +230,7 @@ func Sweep() Plan {
 	for _, k := range Knobs {
 		small = append(small, Scenario{ID: k.ID, Stager: Agent, AgentConfig: k.Config})
 	}
+	small = append(small, AgentRuns...)
 	small = append(small, Probes...)
 	for _, s := range []Scenario{
 		{ID: report.ScenarioAlone, Stager: NoStaging},
