@@ -3,6 +3,7 @@ package latency
 import (
 	"bytes"
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -30,6 +31,7 @@ type Measured struct {
 	EtcdPre  []byte // histogram exposition before
 	EtcdPost []byte // and after
 	EtcdLine []byte // putload's timeline.csv
+	EtcdPuts []byte // putload's summary.json: the puts served
 	StageLog []byte // update-agent's log of the staging (Agent only): the guard's decisions
 	Profile  []byte // stage-once's CPU profile (Scenario.Profile)
 }
@@ -93,9 +95,8 @@ func (m Measured) Rows() ([]report.Row, error) {
 		Setup: setup, AgentCPU: m.Window.AgentCPU,
 		P50: sec(d.Quantile(0.5)), P99: sec(d.Quantile(0.99)), P999: sec(d.Quantile(0.999)),
 		MaxIsBound: true}
-	if j.Runtime > 0 {
-		// Both loads start and stop together.
-		erow.Rate = float64(erow.N) / j.Runtime.Seconds()
+	if erow.Rate, err = putsServed(m.EtcdPuts); err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", m.Disk.Name, m.Scenario.ID, err)
 	}
 	if mb := d.MaxBound(); math.IsInf(mb, 1) {
 		erow.Max, erow.MaxOver = sec(d.Buckets[len(d.Buckets)-2].Le), true
@@ -108,6 +109,24 @@ func (m Measured) Rows() ([]report.Row, error) {
 		}
 	}
 	return []report.Row{row, erow}, nil
+}
+
+// putsServed is the puts per second etcd served (putload's summary.json),
+// not its WAL fsyncs per second: etcd puts the proposals that arrive during
+// a slow fsync into the next one, so fsyncs fall short of puts without a
+// put being lost.
+func putsServed(summary []byte) (float64, error) {
+	var s struct {
+		Served  *int64   `json:"served"`
+		Seconds *float64 `json:"seconds"`
+	}
+	if err := json.Unmarshal(summary, &s); err != nil {
+		return 0, fmt.Errorf("putload summary: %w", err)
+	}
+	if s.Served == nil || s.Seconds == nil || *s.Seconds <= 0 {
+		return 0, fmt.Errorf("putload summary without served puts or seconds: %q", summary)
+	}
+	return float64(*s.Served) / *s.Seconds, nil
 }
 
 // SetupPhase finds the agent's setup phase in its log (the "staging setup

@@ -331,7 +331,7 @@ func runScenario(ctx context.Context, g *guest.Guest, d Disk, sc Scenario, plan 
 	}{
 		{&m.FioJSON, dir + "/fio.json"}, {&m.FioLat, dir + "/fio_lat.1.log"},
 		{&m.EtcdPre, dir + "/etcd/before.txt"}, {&m.EtcdPost, dir + "/etcd/after.txt"},
-		{&m.EtcdLine, dir + "/etcd/timeline.csv"},
+		{&m.EtcdLine, dir + "/etcd/timeline.csv"}, {&m.EtcdPuts, dir + "/etcd/summary.json"},
 	} {
 		if *f.dst, err = Fetch(ctx, g, f.path); err != nil {
 			return Measured{}, err
@@ -388,7 +388,7 @@ func writeResults(t *testing.T, out string, table report.Table, notes []string, 
 	if quick {
 		mode = "quick (BENCH_QUICK=1)"
 	}
-	md := fmt.Sprintf("## Staging vs etcd fsync latency\n\nMode: %s; update %s in %d files; %d repetitions, interleaved; disks throttled by qemu; fio etcd-like job (2300 B write + fdatasync) and a real etcd member under a fixed put rate, side by side. Latencies in ms; ratios to (a) alone and (b) naive of the same disk, load and repetition. etcd's max is a histogram bucket bound. setup: the agent opening the window (its own phase); setup_p99/a: etcd's worst per-scrape p99 while it ran, against (a); achieved/asked: the load's rate against the one asked for; agent_cpu_s: update-agent's user + system CPU for the staging.\n\nSummary, median [min-max] over the repetitions:\n\n```\n%s```\n\nEach repetition:\n\n```\n%s```\n\nupdate-agent stage-once reports:\n%s\n",
+	md := fmt.Sprintf("## Staging vs etcd fsync latency\n\nMode: %s; update %s in %d files; %d repetitions, interleaved; disks throttled by qemu; fio etcd-like job (2300 B write + fdatasync) and a real etcd member under a fixed put rate, side by side. Latencies in ms; ratios to (a) alone and (b) naive of the same disk, load and repetition. etcd's max is a histogram bucket bound. setup: the agent opening the window (its own phase); setup_p99/a: etcd's worst per-scrape p99 while it ran, against (a); achieved/asked: the load's rate (fio: fdatasyncs; etcd: puts served, not its WAL fsyncs, which batch puts) against the one asked for; agent_cpu_s: update-agent's user + system CPU for the staging.\n\nSummary, median [min-max] over the repetitions:\n\n```\n%s```\n\nEach repetition:\n\n```\n%s```\n\nupdate-agent stage-once reports:\n%s\n",
 		mode, plan.UpdateSize, plan.UpdateFile, reps, sum.String(), txt.String(), strings.Join(notes, "\n"))
 	for name, b := range map[string][]byte{"latency.csv": c.Bytes(), "latency.md": []byte(md)} {
 		if err := os.WriteFile(filepath.Join(out, name), b, 0o644); err != nil {

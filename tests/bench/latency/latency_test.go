@@ -33,7 +33,7 @@ func measured(t *testing.T) Measured {
 		Loads:    Loads{StartNS: 1796216154431_000000},
 		FioJSON:  read(t, "fio.json"), FioLat: read(t, "fio_lat.1.log"),
 		EtcdPre: read(t, "etcd-before.txt"), EtcdPost: read(t, "etcd-after.txt"),
-		EtcdLine: read(t, "timeline.csv"),
+		EtcdLine: read(t, "timeline.csv"), EtcdPuts: read(t, "putload-summary.json"),
 	}
 }
 
@@ -49,6 +49,10 @@ func TestRows(t *testing.T) {
 	if e.Load != "etcd-25put/s" || e.N != 200 || !e.MaxIsBound || e.Max != 8*time.Millisecond || e.P99 != 6*time.Millisecond {
 		t.Errorf("etcd row %+v", e)
 	}
+	// Puts served per second (196 in 8 s), not WAL fsyncs (N): etcd batches.
+	if e.Rate != 24.5 {
+		t.Errorf("etcd rate %v, want the 24.5 puts/s served", e.Rate)
+	}
 }
 
 func TestRowsRefuseMissingPieces(t *testing.T) {
@@ -57,6 +61,8 @@ func TestRowsRefuseMissingPieces(t *testing.T) {
 		"no etcd scrape":      func(m *Measured) { m.EtcdPost = []byte("# nothing\n") },
 		"etcd restarted":      func(m *Measured) { m.EtcdPre, m.EtcdPost = m.EtcdPost, m.EtcdPre },
 		"no fsync in between": func(m *Measured) { m.EtcdPost = m.EtcdPre },
+		"no putload summary":  func(m *Measured) { m.EtcdPuts = nil },
+		"summary not served":  func(m *Measured) { m.EtcdPuts = []byte(`{"offered":200,"seconds":8}`) },
 	} {
 		m := measured(t)
 		spoil(&m)

@@ -5,8 +5,9 @@
 // both the distribution over a scenario and a timeline.
 //
 // Output (in -out): before.txt and after.txt (the histogram's exposition
-// lines at start and end) and timeline.csv
-// ("unix_ms,count,p50_s,p99_s,max_bound_s" per scrape, from the deltas).
+// lines at start and end), timeline.csv
+// ("unix_ms,count,p50_s,p99_s,max_bound_s" per scrape, from the deltas) and
+// summary.json (Summary: the puts asked for, offered and served).
 // It stops after -duration or on SIGTERM/SIGINT, writing everything.
 package main
 
@@ -14,6 +15,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -88,6 +90,7 @@ func run() error {
 	tw := bufio.NewWriter(tl)
 	fmt.Fprintln(tw, "unix_ms,count,p50_s,p99_s,max_bound_s")
 
+	start := time.Now()
 	val := strings.Repeat("x", *size)
 	interval := time.Second / time.Duration(*rate)
 	next := time.Now()
@@ -153,8 +156,34 @@ func run() error {
 	if err := os.WriteFile(filepath.Join(*out, "after.txt"), lastRaw, 0o644); err != nil {
 		return err
 	}
+	// What was served, not etcd's WAL fsync count: etcd batches the puts
+	// that arrive during a slow fsync into the next one, so fewer fsyncs
+	// than puts says nothing about puts lost.
+	sum := Summary{Asked: *rate, Offered: puts, Failed: failed.Load(), Dropped: dropped.Load(), Late: late,
+		Seconds: time.Since(start).Seconds()}
+	sum.Served = int64(puts) - sum.Failed - sum.Dropped
+	b, err := json.Marshal(sum)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*out, "summary.json"), b, 0o644); err != nil {
+		return err
+	}
 	fmt.Printf("puts=%d failed=%d dropped=%d late=%d\n", puts, failed.Load(), dropped.Load(), late)
 	return tw.Flush()
+}
+
+// Summary is summary.json. Offered falls short of Asked x Seconds when the
+// generator itself fell behind (Late: a starved guest); Served is Offered
+// less the puts that failed or found 256 already in flight (Dropped).
+type Summary struct {
+	Asked   int     `json:"asked_per_s"`
+	Offered int     `json:"offered"`
+	Served  int64   `json:"served"`
+	Failed  int64   `json:"failed"`
+	Dropped int64   `json:"dropped"`
+	Late    int     `json:"late"`
+	Seconds float64 `json:"seconds"`
 }
 
 func f(v float64) string {
