@@ -95,6 +95,9 @@ func (m Measured) Rows() ([]report.Row, error) {
 		Setup: setup, AgentCPU: m.Window.AgentCPU,
 		P50: sec(d.Quantile(0.5)), P99: sec(d.Quantile(0.99)), P999: sec(d.Quantile(0.999)),
 		MaxIsBound: true}
+	if erow.ScrapeP99s, err = scrapeP99s(m.EtcdLine); err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", m.Disk.Name, m.Scenario.ID, err)
+	}
 	if erow.Rate, err = putsServed(m.EtcdPuts); err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", m.Disk.Name, m.Scenario.ID, err)
 	}
@@ -104,7 +107,7 @@ func (m Measured) Rows() ([]report.Row, error) {
 		erow.Max = sec(mb)
 	}
 	if setup > 0 {
-		if erow.SetupP99, err = worstP99(m.EtcdLine, setupStart, setupEnd); err != nil {
+		if erow.SetupP99, erow.SetupScrapes, err = worstP99(m.EtcdLine, setupStart, setupEnd); err != nil {
 			return nil, fmt.Errorf("%s/%s: %w", m.Disk.Name, m.Scenario.ID, err)
 		}
 	}
@@ -176,40 +179,78 @@ func logField(line, key string) (string, bool) {
 	return "", false
 }
 
-// worstP99 is the largest per-scrape p99 of putload's timeline among the
-// scrapes whose interval overlaps [startNS, endNS]: etcd's latency during
-// a phase, at the timeline's resolution (2 s).
-func worstP99(timeline []byte, startNS, endNS int64) (time.Duration, error) {
+// scrape is one line of putload's timeline: a scrape at End (Unix ns)
+// covering the time since Start, the previous one (0 for the first).
+type scrape struct {
+	Start, End int64
+	P99        time.Duration
+	HasP99     bool // no fsync in the interval: no p99
+}
+
+func scrapes(timeline []byte) ([]scrape, error) {
 	recs, err := csv.NewReader(bytes.NewReader(timeline)).ReadAll()
 	if err != nil {
-		return 0, fmt.Errorf("etcd timeline: %w", err)
+		return nil, fmt.Errorf("etcd timeline: %w", err)
 	}
-	var worst time.Duration
+	var out []scrape
 	var prev int64
-	found := false
 	for i, r := range recs {
 		if i == 0 || len(r) < 4 {
 			continue
 		}
 		ms, err := strconv.ParseInt(r[0], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("etcd timeline line %d: %q", i+1, r)
+			return nil, fmt.Errorf("etcd timeline line %d: %q", i+1, r)
 		}
-		at := ms * int64(time.Millisecond)
-		if prev != 0 && at >= startNS && prev <= endNS && r[3] != "" {
+		sc := scrape{Start: prev, End: ms * int64(time.Millisecond)}
+		if r[3] != "" {
 			p99, err := strconv.ParseFloat(r[3], 64)
 			if err != nil {
-				return 0, fmt.Errorf("etcd timeline line %d: %q", i+1, r)
+				return nil, fmt.Errorf("etcd timeline line %d: %q", i+1, r)
 			}
-			found = true
-			worst = max(worst, time.Duration(p99*float64(time.Second)))
+			sc.P99, sc.HasP99 = time.Duration(p99*float64(time.Second)), true
 		}
-		prev = at
+		out = append(out, sc)
+		prev = sc.End
 	}
-	if !found {
-		return 0, fmt.Errorf("etcd timeline has no scrape covering the setup phase")
+	return out, nil
+}
+
+// scrapeP99s are the per-scrape p99s of the timeline, in order.
+func scrapeP99s(timeline []byte) ([]time.Duration, error) {
+	scs, err := scrapes(timeline)
+	if err != nil {
+		return nil, err
 	}
-	return worst, nil
+	var out []time.Duration
+	for _, sc := range scs {
+		if sc.HasP99 {
+			out = append(out, sc.P99)
+		}
+	}
+	return out, nil
+}
+
+// worstP99 is the largest per-scrape p99 of putload's timeline among the
+// scrapes whose interval overlaps [startNS, endNS], and how many those
+// were: etcd's latency during a phase, at the timeline's resolution (2 s).
+func worstP99(timeline []byte, startNS, endNS int64) (time.Duration, int, error) {
+	scs, err := scrapes(timeline)
+	if err != nil {
+		return 0, 0, err
+	}
+	var worst time.Duration
+	n := 0
+	for _, sc := range scs {
+		if sc.Start != 0 && sc.End >= startNS && sc.Start <= endNS && sc.HasP99 {
+			n++
+			worst = max(worst, sc.P99)
+		}
+	}
+	if n == 0 {
+		return 0, 0, fmt.Errorf("etcd timeline has no scrape covering the setup phase")
+	}
+	return worst, n, nil
 }
 
 // Panel is m's timeline: the gaps between the fio job's WAL appends and

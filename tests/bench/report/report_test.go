@@ -75,12 +75,38 @@ func repTable() Table {
 	for i := range 3 {
 		rep := i + 1
 		tb.Rows = append(tb.Rows,
-			Row{Disk: "500iops", Load: "etcd", Scenario: ScenarioAlone, Rep: rep, N: 1000, P99: alone[i], Max: 64 * ms, MaxIsBound: true, Rate: 20, Asked: 20},
+			Row{Disk: "500iops", Load: "etcd", Scenario: ScenarioAlone, Rep: rep, N: 1000, P99: alone[i], Max: 64 * ms, MaxIsBound: true, Rate: 20, Asked: 20,
+				ScrapeP99s: []time.Duration{alone[i] / 2, alone[i], alone[i] / 2, alone[i] / 4}}, // worst of 2 in a row: p99, p99, p99/2
 			Row{Disk: "500iops", Load: "etcd", Scenario: ScenarioNaive, Rep: rep, N: 1000, P99: 100 * ms, Max: 1024 * ms, MaxIsBound: true, Staging: 100 * time.Second, Rate: 17, Asked: 20},
 			Row{Disk: "500iops", Load: "etcd", Scenario: ScenarioAgent, Rep: rep, N: 1000, P99: agent[i], Max: 128 * ms, MaxIsBound: true,
-				Staging: time.Duration(150+10*i) * time.Second, Setup: 2 * time.Second, SetupP99: alone[i], Rate: 19.9, Asked: 20, AgentCPU: 3 * time.Second})
+				Staging: time.Duration(150+10*i) * time.Second, Setup: 2 * time.Second, SetupP99: alone[i], SetupScrapes: 2, Rate: 19.9, Asked: 20, AgentCPU: 3 * time.Second})
 	}
 	return tb
+}
+
+func TestTypicalWorst(t *testing.T) {
+	d := func(v ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range v {
+			out = append(out, time.Duration(x)*ms)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		p99s []time.Duration
+		k    int
+		want time.Duration
+	}{
+		{d(10, 30, 20), 1, 20 * ms},         // the median scrape
+		{d(10, 30, 20, 5), 2, 30 * ms},      // worst of 2 in a row: 30, 30, 20
+		{d(10, 40, 10, 10, 10), 2, 25 * ms}, // 40, 40, 10, 10: median of an even count
+		{d(10, 20), 3, 0},                   // fewer scrapes than k
+		{d(10, 20), 0, 0},
+	} {
+		if got := TypicalWorst(c.p99s, c.k); got != c.want {
+			t.Errorf("TypicalWorst(%v, %d) = %v, want %v", c.p99s, c.k, got, c.want)
+		}
+	}
 }
 
 func TestSummaryMediansOverInterleavedReps(t *testing.T) {
