@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"golang.org/x/sys/unix"
 )
 
 // Source reads the guard's inputs.
@@ -204,14 +205,38 @@ func (c *capReader) Read(p []byte) (int, error) {
 // takes whatever the socket has in one call.
 const scrapeReadBuffer = 256 << 10
 
-// newScrapeClient is the metrics client; dial replaces the transport's
-// dialer (tests), nil keeps it.
-func newScrapeClient(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Client {
+// scrapeLowWater is the socket's SO_RCVLOWAT: the reader is woken when
+// this much has arrived, or the server closed the connection, not for
+// every 4 KB chunk etcd writes as it renders. The larger buffer alone
+// did not help in the guest (cpu-300MiB-1): etcd renders more slowly
+// than the agent reads, so each read found one chunk, and each wake-up
+// cost a pass of Go's scheduler and netpoller.
+const scrapeLowWater = 128 << 10
+
+// newScrapeClient is the metrics client. Each scrape has a connection
+// of its own, which etcd closes after the response: with the low-water
+// mark, that close is what wakes the reader for the body's tail (a kept
+// connection would hold the tail below the mark until the timeout).
+// wrap, when non-nil, wraps each connection (tests count its reads).
+func newScrapeClient(wrap func(net.Conn) net.Conn) *http.Client {
+	d := &net.Dialer{Timeout: 2 * time.Second, Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, scrapeLowWater)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.ReadBufferSize = scrapeReadBuffer
-	t.MaxIdleConnsPerHost = 1
-	if dial != nil {
-		t.DialContext = dial
+	t.DisableKeepAlives = true
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil || wrap == nil {
+			return c, err
+		}
+		return wrap(c), nil
 	}
 	return &http.Client{Timeout: 2 * time.Second, Transport: t}
 }
