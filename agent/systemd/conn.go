@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -13,8 +14,11 @@ import (
 // what the pure builders made and wrap errors with the unit name.
 type Conn struct {
 	c *sd.Conn
-	// Poll is how often Wait reads a unit's state.
-	Poll time.Duration
+	// Poll is how often Wait reads a unit's state when it cannot wait on
+	// the unit's cgroup; CgroupRoot is where cgroup2 is mounted ("" =
+	// /sys/fs/cgroup).
+	Poll       time.Duration
+	CgroupRoot string
 }
 
 // Dial connects to systemd on the system bus.
@@ -196,16 +200,21 @@ func (c *Conn) ControlGroup(ctx context.Context, unit string) (string, error) {
 	return str(prop.Value.Value()), nil
 }
 
-// Wait polls unit until it has finished (exited with RemainAfterExit,
-// failed, or gone) and returns how it ended. It polls the unit's Brief and
-// reads the whole status only once that says the unit may have finished.
+// Wait waits until unit has finished (exited with RemainAfterExit,
+// failed, or gone) and returns how it ended. While the unit's processes
+// run it sleeps on its cgroup's cgroup.events (WatchFallback at most, in
+// case a change is missed); from then on, or when the cgroup cannot be
+// watched, it polls the unit's Brief every Poll. It reads the whole
+// status only once Brief says the unit may have finished.
 func (c *Conn) Wait(ctx context.Context, unit string) (UnitStatus, error) {
 	poll := c.Poll
 	if poll <= 0 {
 		poll = time.Second
 	}
-	t := time.NewTicker(poll)
-	defer t.Stop()
+	w := c.watchUnit(ctx, unit)
+	if w != nil {
+		defer w.Close()
+	}
 	for {
 		b, err := c.Brief(ctx, unit)
 		if err != nil {
@@ -220,12 +229,41 @@ func (c *Conn) Wait(ctx context.Context, unit string) (UnitStatus, error) {
 				return st, nil
 			}
 		}
-		select {
-		case <-ctx.Done():
+		// Once the cgroup is empty systemd has yet to notice: poll.
+		if populated, err := w.populated(); err == nil && populated {
+			w.Next(ctx, WatchFallback)
+		} else {
+			select {
+			case <-ctx.Done():
+			case <-time.After(poll):
+			}
+		}
+		if ctx.Err() != nil {
 			return UnitStatus{Name: unit, ActiveState: b.ActiveState, SubState: b.SubState}, fmt.Errorf("waiting for %s: %w", unit, context.Cause(ctx))
-		case <-t.C:
 		}
 	}
+}
+
+// WatchFallback bounds a wait on a unit's cgroup.events between two looks
+// at the unit.
+const WatchFallback = 30 * time.Second
+
+// watchUnit watches unit's cgroup, nil when it cannot (no cgroup yet, no
+// inotify): Wait then polls.
+func (c *Conn) watchUnit(ctx context.Context, unit string) *cgroupWatch {
+	cg, err := c.ControlGroup(ctx, unit)
+	if err != nil || cg == "" {
+		return nil
+	}
+	root := c.CgroupRoot
+	if root == "" {
+		root = "/sys/fs/cgroup"
+	}
+	w, err := watchCgroup(filepath.Join(root, cg))
+	if err != nil {
+		return nil
+	}
+	return w
 }
 
 // ErrNoUnit is wrapped when a unit is not loaded.
