@@ -219,7 +219,7 @@ time=2026-12-02T12:55:57.500Z level=INFO msg="staging setup done" setup_seconds=
 	}
 	// The setup phase (…156.000 to …157.500) overlaps the scrapes ending
 	// at …156430 and …157429: the worst p99 of the two.
-	if (e.SetupP99 - 16320*time.Microsecond).Abs() > time.Microsecond || e.SetupScrapes != 2 {
+	if (e.SetupP99-16320*time.Microsecond).Abs() > time.Microsecond || e.SetupScrapes != 2 {
 		t.Errorf("setup p99 %v of %d scrapes", e.SetupP99, e.SetupScrapes)
 	}
 	// Every scrape's p99, for (a)'s typical worst of as many in a row.
