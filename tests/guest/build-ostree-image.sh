@@ -82,7 +82,8 @@ chroot "$tree" systemctl enable ostree-finalize-staged.path >/dev/null 2>&1 || t
 kver=$(ls "$tree/lib/modules" | sort -V | tail -1)
 [ -n "$kver" ] || die "no kernel installed in the tree"
 log "dracut for $kver"
-chroot "$tree" dracut --no-hostonly --add ostree --force "/usr/lib/modules/$kver/initramfs.img" "$kver" \
+# The host's TMPDIR means nothing inside the chroot.
+chroot "$tree" env -u TMPDIR dracut --no-hostonly --add ostree --force "/usr/lib/modules/$kver/initramfs.img" "$kver" \
   >"$work/dracut.log" 2>&1 || { tail -30 "$work/dracut.log" >&2; die "dracut failed"; }
 cp "$tree/boot/vmlinuz-$kver" "$tree/usr/lib/modules/$kver/vmlinuz"
 log "initramfs $(du -h "$tree/usr/lib/modules/$kver/initramfs.img" | cut -f1)"
@@ -137,6 +138,12 @@ make_xfs_root() {
   if grep -v -F ' { @a(ayay) [] } ' "$work/ls-X" >"$work/xattrs"; then
     die "the commit has extended attributes, which a protofile cannot carry: $(head -5 "$work/xattrs")"
   fi
+  # ucf keeps pristine copies of conffiles for three-way merges on package
+  # upgrades (an image built once never gets one), named after their path
+  # with ':' for '/': a leading ':' starts a protofile comment. Dropped here,
+  # by name; anything else the format cannot carry still fails the build.
+  local ucf="$sysroot/ostree/deploy/$osname/var/lib/ucf/cache"
+  [ ! -d "$ucf" ] || { log "dropping ucf's cache: $(ls "$ucf" | paste -sd' ' -)"; rm -f "$ucf"/:*; }
   bash "$here/xfs-protofile.sh" "$sysroot" "$work/sticky" >"$work/proto"
   mkfs.xfs -q -f -L ua-root -p "$work/proto" "$work/out/root.img"
   local args=() p m out
