@@ -50,6 +50,24 @@ func TestOstreeXFSRoot(t *testing.T) {
 	if iops, bps, err := g.DiskThrottle(ctx, guest.RootDisk); err != nil || iops != bootIOPS || bps != bootBPS {
 		t.Fatalf("root disk at boot: %d IOPS, %d B/s, %v; want %d, %d", iops, bps, err, bootIOPS, bootBPS)
 	}
+	// 8 MiB of direct writes to the root filesystem, in ms.
+	writeMS := func() int {
+		t.Helper()
+		out := g.MustRun(t, "set -e; s=$(date +%s%N); "+
+			"dd if=/dev/zero of=/var/tmp/ua-throttle bs=1M count=8 oflag=direct status=none; "+
+			"e=$(date +%s%N); rm -f /var/tmp/ua-throttle; echo $(( (e - s) / 1000000 ))")
+		ms, err := strconv.Atoi(strings.TrimSpace(out))
+		if err != nil {
+			t.Fatalf("dd's time: %q", out)
+		}
+		return ms
+	}
+	if src := g.MustRun(t, "findmnt -no SOURCE -T /var/tmp"); !strings.HasPrefix(src, "/dev/vda") {
+		t.Fatalf("/var/tmp is on %q, not the root disk", src)
+	}
+	// Logged only (a load-dependent time): what the bound below is above.
+	t.Logf("8 MiB of direct writes to the root fs at %d B/s: %d ms", bootBPS, writeMS())
+
 	const limit = 4 << 20 // B/s
 	t.Cleanup(func() {
 		_ = g.SetDiskThrottle(context.Background(), guest.RootDisk, 0, 0)
@@ -71,16 +89,7 @@ func TestOstreeXFSRoot(t *testing.T) {
 	// The guest feels it: 8 MiB of direct writes to the root filesystem at
 	// 4 MiB/s take 2 s; half of that is the bound (only a throttle that
 	// does not act can miss it, however slow the host).
-	if src := g.MustRun(t, "findmnt -no SOURCE -T /var/tmp"); !strings.HasPrefix(src, "/dev/vda") {
-		t.Fatalf("/var/tmp is on %q, not the root disk", src)
-	}
-	out := g.MustRun(t, "set -e; s=$(date +%s%N); "+
-		"dd if=/dev/zero of=/var/tmp/ua-throttle bs=1M count=8 oflag=direct status=none; "+
-		"e=$(date +%s%N); rm -f /var/tmp/ua-throttle; echo $(( (e - s) / 1000000 ))")
-	ms, err := strconv.Atoi(strings.TrimSpace(out))
-	if err != nil {
-		t.Fatalf("dd's time: %q", out)
-	}
+	ms := writeMS()
 	t.Logf("8 MiB of direct writes to the root fs at %d B/s: %d ms", limit, ms)
 	if ms < 1000 {
 		t.Errorf("8 MiB at a %d B/s limit took %d ms, want at least 1000", limit, ms)
