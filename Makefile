@@ -49,9 +49,10 @@ e2e: host-deps
 	$(GO) test -tags e2e -count=1 -timeout 75m -p 1 -v ./tests/e2e/...
 
 # e2e-ostree: ostree's own CLI and the rpm-ostree stand-in alone on the
-# ostree-booted guest (the agent's cycle on it is in e2e). Not part of check.
+# ostree-booted guest (the agent's cycle on it is in e2e), then its XFS-root
+# variant (an image and a boot of its own). Not part of check.
 e2e-ostree: host-deps
-	$(GO) test -tags e2e_ostree -count=1 -timeout 60m -p 1 -v ./tests/e2e/ostree/
+	$(GO) test -tags e2e_ostree -count=1 -timeout 90m -p 1 -v ./tests/e2e/ostree/
 
 # bench: staging vs etcd latency in the qemu guest, rolling updates and the
 # lock at fleet scale (tests/bench). Not part of CI (bench-smoke is). On 2 idle cores the

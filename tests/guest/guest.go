@@ -33,6 +33,8 @@ const (
 	// the block backend (dataDiskQOM).
 	dataDiskID  = "vdata"
 	dataDiskQOM = "/machine/peripheral/" + dataDiskID + "/virtio-backend"
+	rootDiskID  = "vroot"
+	rootDiskQOM = "/machine/peripheral/" + rootDiskID + "/virtio-backend"
 )
 
 // Options configure a guest. The zero value is a 2-vCPU, 3.5 GiB guest with
@@ -48,8 +50,23 @@ type Options struct {
 	// DataDiskCache is qemu's cache mode for the data disk; default
 	// "writeback" (guest flushes reach the host disk; "unsafe" drops them).
 	DataDiskCache string
-	CPUs          int // default 2
-	MemoryMiB     int // default 3584
+	// RootDiskIOPS and RootDiskBPS throttle the root disk (vda) like the
+	// data disk's; 0 means unthrottled. SetDiskThrottle(RootDisk, ...)
+	// changes them while the guest runs. On the ostree guest the root is
+	// the sysroot that ostree stages into, as on RHCOS.
+	RootDiskIOPS int64
+	RootDiskBPS  int64
+	// RootDiskCache is qemu's cache mode for the root disk's overlay;
+	// default "unsafe" (guest flushes never reach the host disk: losing
+	// the overlay on a host crash is fine). "writeback" makes an fsync in
+	// the guest reach the host disk, as the data disk's do.
+	RootDiskCache string
+	// RootFS is the ostree guest's physical root filesystem: "ext4"
+	// (default) or "xfs" (a cached image of its own; the plain guest's
+	// root is always ext4).
+	RootFS    string
+	CPUs      int // default 2
+	MemoryMiB int // default 3584
 	// Accel is "kvm" or "tcg"; empty means $UA_GUEST_ACCEL, else KVM when a
 	// cheap probe says it can work, else TCG.
 	Accel string
@@ -77,6 +94,12 @@ func (o Options) withDefaults() Options {
 	if o.DataDiskCache == "" {
 		o.DataDiskCache = "writeback"
 	}
+	if o.RootDiskCache == "" {
+		o.RootDiskCache = "unsafe"
+	}
+	if o.RootFS == "" {
+		o.RootFS = "ext4"
+	}
 	if o.CPUs <= 0 {
 		o.CPUs = 2
 	}
@@ -96,6 +119,17 @@ func (o Options) withDefaults() Options {
 		o.KeepDir = true
 	}
 	return o
+}
+
+// check refuses what no image provides.
+func (o Options) check() error {
+	switch {
+	case o.RootFS != "ext4" && o.RootFS != "xfs":
+		return fmt.Errorf("guest options: RootFS %q: want ext4 or xfs", o.RootFS)
+	case o.RootFS != "ext4" && !o.Ostree:
+		return fmt.Errorf("guest options: RootFS %q needs Ostree (the plain guest's root is ext4)", o.RootFS)
+	}
+	return nil
 }
 
 // Guest is a running qemu guest reachable over ssh on 127.0.0.1.
@@ -123,8 +157,11 @@ type Guest struct {
 // works and `systemctl is-system-running --wait` reports "running".
 func Start(ctx context.Context, opts Options) (*Guest, error) {
 	opts = opts.withDefaults()
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	cleanStaleDirs(opts.Log)
-	img, err := ensureImage(ctx, opts.Log, opts.Ostree)
+	img, err := ensureImage(ctx, opts.Log, opts.Ostree, opts.RootFS)
 	if err != nil {
 		return nil, err
 	}

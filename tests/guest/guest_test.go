@@ -42,6 +42,7 @@ func TestQemuArgs(t *testing.T) {
 		accel: "tcg", cpus: 2, memMiB: 3584, port: 40022,
 		kernel: "/c/vmlinuz", initrd: "/c/initrd.img", rootOverlay: "/g/root.qcow2", dataDisk: "/g/data.raw",
 		dataIOPS: 300, dataBPS: 50_000_000, dataCache: "writeback",
+		rootIOPS: 500, rootBPS: 20_000_000, rootCache: "unsafe",
 		console: "/g/console.log", qmpSock: "/g/qmp.sock", pidf: "/g/qemu.pid",
 	}
 	args := qemuArgs(c)
@@ -51,6 +52,8 @@ func TestQemuArgs(t *testing.T) {
 		"-smp 2", "-m 3584",
 		"-kernel /c/vmlinuz", "-initrd /c/initrd.img",
 		"throttling.iops-total=300,throttling.bps-total=50000000",
+		"id=root,cache=unsafe,discard=unmap,throttling.iops-total=500,throttling.bps-total=20000000",
+		"id=" + rootDiskID + ",serial=root",
 		"restrict=on,hostfwd=tcp:127.0.0.1:40022-:22",
 		"file=/g/root.qcow2,format=qcow2",
 		"-qmp unix:/g/qmp.sock,server=on,wait=off",

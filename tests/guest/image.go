@@ -26,16 +26,20 @@ var packageList []byte
 //go:embed packages-ostree.txt
 var ostreePackageList []byte
 
+//go:embed xfs-protofile.sh
+var xfsProtofileScript []byte
+
 // image is a built guest image in the cache. kernel and initrd are empty
 // for the ostree image: the default boot entry on boot says which.
 type image struct {
 	dir, kernel, initrd, root, boot, key, knownHosts string
 }
 
-// ensureImage runs build-image.sh (or build-ostree-image.sh), which reuses
-// the cached image when its inputs did not change. The scripts are embedded
-// so the helper does not depend on the test's working directory.
-func ensureImage(ctx context.Context, log io.Writer, ostree bool) (image, error) {
+// ensureImage runs build-image.sh (or build-ostree-image.sh with the root
+// filesystem rootFS), which reuses the cached image when its inputs did not
+// change. The scripts are embedded so the helper does not depend on the
+// test's working directory.
+func ensureImage(ctx context.Context, log io.Writer, ostree bool, rootFS string) (image, error) {
 	tmp, err := os.MkdirTemp("", "ua-guest-build-")
 	if err != nil {
 		return image{}, err
@@ -46,6 +50,7 @@ func ensureImage(ctx context.Context, log io.Writer, ostree bool) (image, error)
 	if ostree {
 		files["build-ostree-image.sh"] = buildOstreeScript
 		files["packages-ostree.txt"] = ostreePackageList
+		files["xfs-protofile.sh"] = xfsProtofileScript
 		name = "build-ostree-image.sh"
 	}
 	for f, b := range files {
@@ -55,6 +60,7 @@ func ensureImage(ctx context.Context, log io.Writer, ostree bool) (image, error)
 	}
 	var stdout bytes.Buffer
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join(tmp, name))
+	cmd.Env = append(os.Environ(), "UA_GUEST_ROOT_FS="+rootFS)
 	cmd.Stdout = &stdout
 	cmd.Stderr = log
 	if err := cmd.Run(); err != nil {

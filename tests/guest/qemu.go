@@ -65,6 +65,8 @@ type qemuConfig struct {
 	exitOnReboot           bool
 	dataIOPS, dataBPS      int64
 	dataCache              string
+	rootIOPS, rootBPS      int64
+	rootCache              string
 	console, qmpSock, pidf string
 }
 
@@ -84,10 +86,11 @@ func qemuArgs(c qemuConfig) []string {
 		"-smp", strconv.Itoa(c.cpus), "-m", strconv.Itoa(c.memMiB),
 		"-chardev", "file,id=con,path=" + c.console, "-serial", "chardev:con",
 		"-kernel", c.kernel, "-initrd", c.initrd, "-append", cmdline,
-		// Root: an overlay over the cached image; losing it on a host crash
-		// is fine, so host flushes are skipped.
-		"-drive", "file=" + c.rootOverlay + ",format=qcow2,if=none,id=root,cache=unsafe,discard=unmap",
-		"-device", "virtio-blk-pci,drive=root,id=vroot,serial=root",
+		// Root: an overlay over the cached image (cache "unsafe" by default:
+		// losing it on a host crash is fine, so host flushes are skipped).
+		"-drive", fmt.Sprintf("file=%s,format=qcow2,if=none,id=root,cache=%s,discard=unmap,"+
+			"throttling.iops-total=%d,throttling.bps-total=%d", c.rootOverlay, c.rootCache, c.rootIOPS, c.rootBPS),
+		"-device", "virtio-blk-pci,drive=root,id=" + rootDiskID + ",serial=root",
 		"-drive", fmt.Sprintf("file=%s,format=raw,if=none,id=data,cache=%s,throttling.iops-total=%d,throttling.bps-total=%d",
 			c.dataDisk, c.dataCache, c.dataIOPS, c.dataBPS),
 		"-device", "virtio-blk-pci,drive=data,id=" + dataDiskID + ",serial=data",
@@ -115,11 +118,15 @@ func qemuArgs(c qemuConfig) []string {
 func (g *Guest) qmpPath() string { return filepath.Join(g.dir, "qmp.sock") }
 
 func (g *Guest) startQEMU() error {
+	g.procMu.Lock() // SetDiskThrottle may change the limits meanwhile
+	dataIOPS, dataBPS, rootIOPS, rootBPS := g.opts.DataDiskIOPS, g.opts.DataDiskBPS, g.opts.RootDiskIOPS, g.opts.RootDiskBPS
+	g.procMu.Unlock()
 	c := qemuConfig{
 		accel: g.accel, cpus: g.opts.CPUs, memMiB: g.opts.MemoryMiB, port: g.port,
 		kernel: g.img.kernel, initrd: g.img.initrd,
 		rootOverlay: filepath.Join(g.dir, "root.qcow2"), dataDisk: filepath.Join(g.dir, "data.raw"),
-		dataIOPS: g.opts.DataDiskIOPS, dataBPS: g.opts.DataDiskBPS, dataCache: g.opts.DataDiskCache,
+		dataIOPS: dataIOPS, dataBPS: dataBPS, dataCache: g.opts.DataDiskCache,
+		rootIOPS: rootIOPS, rootBPS: rootBPS, rootCache: g.opts.RootDiskCache,
 		console: g.consolePath(), qmpSock: g.qmpPath(), pidf: filepath.Join(g.dir, "qemu.pid"),
 	}
 	if g.opts.Ostree {

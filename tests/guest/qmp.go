@@ -17,26 +17,85 @@ func (g *Guest) QMP(ctx context.Context, command string, args any) (json.RawMess
 	return qmpCall(ctx, g.qmpPath(), command, args)
 }
 
+// Disk names a throttled disk of the guest.
+type Disk int
+
+const (
+	// DataDisk is the data disk (DataDevice, mounted at DataDir).
+	DataDisk Disk = iota
+	// RootDisk is the root disk (vda): on the ostree guest, the sysroot.
+	RootDisk
+)
+
+func (d Disk) String() string {
+	if d == RootDisk {
+		return "root disk"
+	}
+	return "data disk"
+}
+
+// qdev is the disk's virtio-blk-pci device id; QMP's block commands want
+// the virtio-blk device inside it, which owns the block backend (qom).
+func (d Disk) qdev() string {
+	if d == RootDisk {
+		return rootDiskID
+	}
+	return dataDiskID
+}
+
+func (d Disk) qom() string {
+	if d == RootDisk {
+		return rootDiskQOM
+	}
+	return dataDiskQOM
+}
+
 // SetThrottle changes the data disk's throttling while the guest runs
 // (block_set_io_throttle; 0 = unthrottled).
 func (g *Guest) SetThrottle(ctx context.Context, iops, bps int64) error {
+	return g.SetDiskThrottle(ctx, DataDisk, iops, bps)
+}
+
+// SetDiskThrottle changes a disk's throttling while the guest runs
+// (block_set_io_throttle; 0 = unthrottled). The limits also hold for the
+// boots after a reboot of the ostree guest (a qemu of its own each), as a
+// cloud disk's do.
+func (g *Guest) SetDiskThrottle(ctx context.Context, d Disk, iops, bps int64) error {
 	_, err := g.QMP(ctx, "block_set_io_throttle", map[string]any{
-		"id":   dataDiskQOM,
+		"id":   d.qom(),
 		"iops": iops, "iops_rd": 0, "iops_wr": 0,
 		"bps": bps, "bps_rd": 0, "bps_wr": 0,
 	})
 	if err != nil {
-		return fmt.Errorf("throttling the data disk to %d IOPS, %d B/s: %w", iops, bps, err)
+		return fmt.Errorf("throttling the %s to %d IOPS, %d B/s: %w", d, iops, bps, err)
 	}
+	g.procMu.Lock()
+	if d == RootDisk {
+		g.opts.RootDiskIOPS, g.opts.RootDiskBPS = iops, bps
+	} else {
+		g.opts.DataDiskIOPS, g.opts.DataDiskBPS = iops, bps
+	}
+	g.procMu.Unlock()
 	return nil
 }
 
 // Throttle reports the data disk's current iops and bps limits.
 func (g *Guest) Throttle(ctx context.Context) (iops, bps int64, err error) {
+	return g.DiskThrottle(ctx, DataDisk)
+}
+
+// DiskThrottle reports a disk's current iops and bps limits, as qemu
+// reports them (query-block).
+func (g *Guest) DiskThrottle(ctx context.Context, d Disk) (iops, bps int64, err error) {
 	raw, err := g.QMP(ctx, "query-block", nil)
 	if err != nil {
 		return 0, 0, err
 	}
+	return throttleOf(raw, d.qdev())
+}
+
+// throttleOf finds the device qdev in a query-block reply.
+func throttleOf(raw []byte, qdev string) (iops, bps int64, err error) {
 	var devs []struct {
 		QDev     string `json:"qdev"`
 		Inserted struct {
@@ -49,11 +108,11 @@ func (g *Guest) Throttle(ctx context.Context) (iops, bps int64, err error) {
 	}
 	for _, d := range devs {
 		// qdev is the device's QOM path, e.g. /machine/peripheral/vdata/virtio-backend.
-		if d.QDev == dataDiskID || containsPathElem(d.QDev, dataDiskID) {
+		if d.QDev == qdev || containsPathElem(d.QDev, qdev) {
 			return d.Inserted.IOPS, d.Inserted.BPS, nil
 		}
 	}
-	return 0, 0, fmt.Errorf("query-block: no device %q", dataDiskID)
+	return 0, 0, fmt.Errorf("query-block: no device %q", qdev)
 }
 
 func containsPathElem(path, elem string) bool {

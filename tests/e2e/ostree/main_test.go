@@ -7,7 +7,8 @@
 //
 // With -tags e2e (make e2e, make check): the agent's whole cycle on it
 // (TestOstreeAgentCycle). With -tags e2e_ostree (make e2e-ostree): ostree's
-// own CLI and the rpm-ostree stand-in alone on it.
+// own CLI and the rpm-ostree stand-in alone on it, then the guest with an
+// XFS physical root and a throttled root disk (TestOstreeXFSRoot).
 package ostree
 
 import (
@@ -22,11 +23,14 @@ import (
 	"github.com/update-agent/update-agent/tests/guest"
 )
 
-// One ostree guest for the package's tests: each boot costs minutes.
+// One ostree guest at a time for the package's tests: each boot costs
+// minutes, and two guests would share the host's cores.
 var shared struct {
-	once sync.Once
-	g    *guest.Guest
-	err  error
+	mu      sync.Mutex
+	started bool
+	opts    guest.Options
+	g       *guest.Guest
+	err     error
 }
 
 func TestMain(m *testing.M) {
@@ -39,9 +43,23 @@ func TestMain(m *testing.M) {
 
 func ostreeGuest(t *testing.T) *guest.Guest {
 	t.Helper()
-	shared.once.Do(func() {
-		shared.g, shared.err = guest.Start(context.Background(), guest.Options{Ostree: true})
-	})
+	return ostreeGuestWith(t, guest.Options{Ostree: true})
+}
+
+// ostreeGuestWith returns the package's guest booted with opts, stopping
+// one booted with other options first. A failed boot fails every caller
+// with the same options with the same error instead of booting again.
+func ostreeGuestWith(t *testing.T, opts guest.Options) *guest.Guest {
+	t.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if !shared.started || shared.opts != opts {
+		if shared.g != nil {
+			shared.g.Stop()
+		}
+		shared.started, shared.opts = true, opts
+		shared.g, shared.err = guest.Start(context.Background(), opts)
+	}
 	if shared.err != nil {
 		t.Fatalf("ostree guest: %v", shared.err)
 	}
