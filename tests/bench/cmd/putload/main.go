@@ -146,6 +146,9 @@ func run() error {
 			prev = h
 		}
 	}
+	// The load ran until here: the wait for the last answers and the last
+	// scrape below are not part of the rate.
+	ran := time.Since(start)
 	wg.Wait()
 	if _, raw, err := scrape(*metricsURL); err == nil {
 		lastRaw = raw
@@ -160,7 +163,7 @@ func run() error {
 	// that arrive during a slow fsync into the next one, so fewer fsyncs
 	// than puts says nothing about puts lost.
 	sum := Summary{Asked: *rate, Offered: puts, Failed: failed.Load(), Dropped: dropped.Load(), Late: late,
-		Seconds: time.Since(start).Seconds()}
+		Seconds: ran.Seconds()}
 	sum.Served = int64(puts) - sum.Failed - sum.Dropped
 	b, err := json.Marshal(sum)
 	if err != nil {
