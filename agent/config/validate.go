@@ -203,7 +203,7 @@ func (k *checker) staging(s *Staging) {
 		k.fail("staging.io_write_bandwidth_max", "must be \"auto\", \"\" (no cap) or >= 1M, got %s bytes/s (missing K/M/G suffix?)", strconv.FormatUint(uint64(s.IOWriteBandwidthMax), 10))
 	}
 	k.oneOf("staging.scheduler", s.Scheduler, ioScheds)
-	if s.IOSchedulingClass == "idle" && s.Scheduler != "bfq" {
+	if s.IOSchedulingClass == "idle" && s.Scheduler != "" && s.Scheduler != "bfq" {
 		k.warn("staging.scheduler", "io_scheduling_class \"idle\" only has an effect with bfq; scheduler is %q", s.Scheduler)
 	}
 	if s.NRRequests != 0 && s.NRRequests < 4 {

@@ -115,9 +115,10 @@ var Knobs = []struct{ ID, Config string }{
 	// cap, and with the fixed 5M cap that was the default before.
 	{"k-bwmax-none", "[staging]\nio_write_bandwidth_max = \"\"\n"},
 	{"k-bwmax-5M", "[staging]\nio_write_bandwidth_max = \"5M\"\n"},
-	// Opening the window without switching the scheduler (a switch drains
-	// and freezes the request queue): what the setup phase costs without it.
-	{"k-scheduler-none", "[staging]\nscheduler = \"\"\n"},
+	// The disks switched to bfq for the window (the default until
+	// sched-300MiB-1: the switch drains and freezes the request queue,
+	// and stalled etcd as the window opened), for its idle class.
+	{"k-scheduler-bfq", "[staging]\nscheduler = \"bfq\"\n"},
 	{"k-objfsync", "[staging]\nper_object_fsync = true\n"},
 	{"k-nrrequests-16", "[staging]\nnr_requests = 16\n"},
 	{"k-etcd-iolatency-10ms", "[staging]\netcd_io_latency_target = \"10ms\"\n"},
