@@ -8,17 +8,25 @@ import (
 	"time"
 )
 
-func TestCgroupWatchPopulated(t *testing.T) {
+// watched watches a new cgroup directory whose cgroup.events holds
+// content; it returns the watch, the directory and the events file.
+func watched(t *testing.T, content string) (*cgroupWatch, string, string) {
+	t.Helper()
 	dir := t.TempDir()
 	events := filepath.Join(dir, "cgroup.events")
-	if err := os.WriteFile(events, []byte("populated 1\nfrozen 0\n"), 0o644); err != nil {
+	if err := os.WriteFile(events, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	w, err := watchCgroup(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	t.Cleanup(func() { w.Close() })
+	return w, dir, events
+}
+
+func TestCgroupWatchPopulated(t *testing.T) {
+	w, _, events := watched(t, "populated 1\nfrozen 0\n")
 	for _, c := range []struct {
 		content string // "" removes the file: the cgroup is gone
 		want    bool
@@ -48,16 +56,7 @@ func TestCgroupWatchPopulated(t *testing.T) {
 // Next returns on a change of cgroup.events (an hour's fallback would
 // hold the test until its timeout) and when ctx ends.
 func TestCgroupWatchNext(t *testing.T) {
-	dir := t.TempDir()
-	events := filepath.Join(dir, "cgroup.events")
-	if err := os.WriteFile(events, []byte("populated 1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	w, err := watchCgroup(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w, dir, events := watched(t, "populated 1\n")
 	// The kernel writes the file when the last process leaves.
 	if err := os.WriteFile(events, []byte("populated 0\n"), 0o644); err != nil {
 		t.Fatal(err)
