@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -82,3 +83,21 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// A bootable update (-base): the base commit's tree first, the files over
+// it (ostree commit applies --tree options in order, later ones winning).
+func TestCommitArgs(t *testing.T) {
+	for _, tc := range []struct {
+		base string
+		want string
+	}{
+		{"", "commit --repo=/r --branch=os/stable --tree=dir=/w/tree --add-metadata-string=version=1.1"},
+		{"abc", "commit --repo=/r --branch=os/stable --tree=ref=abc --tree=dir=/w/tree --add-metadata-string=version=1.1"},
+	} {
+		got := strings.Join(commitArgs("/r", "os/stable", "1.1", tc.base, "/w/tree"), " ")
+		if !strings.HasPrefix(got, tc.want+" ") {
+			t.Errorf("base %q: %s, want it to start with %s", tc.base, got, tc.want)
+		}
+	}
+}
+

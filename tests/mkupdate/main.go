@@ -8,7 +8,9 @@
 // prints the new commit's checksum. With -workdir the tree is kept between
 // runs and only the files that changed are rewritten. A host staging
 // generation N+1 over N pulls only the changed files' objects: use
-// -mutate 1 for an update that rewrites everything.
+// -mutate 1 for an update that rewrites everything. With -base COMMIT the
+// update is that commit's tree plus the files (under /usr/share/mkupdate):
+// a bootable update of an ostree host.
 package main
 
 import (
@@ -48,6 +50,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	workdir := fs.String("workdir", "", "keep the tree here between runs (default: a temporary dir)")
 	ostreeBin := fs.String("ostree", "ostree", "ostree binary")
 	mode := fs.String("mode", "archive", "mode of a repo created here: archive (as served over HTTP; pulls decompress) or bare-user (faster to make)")
+	base := fs.String("base", "", "commit or ref in -repo whose tree the update extends (a bootable update: the booted commit plus the files)")
 	verbose := fs.Bool("v", false, "log ostree operations to stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -89,17 +92,26 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	res, err := r.Run(ctx, "committing", *ostreeBin, "commit", "--repo="+*repo, "--branch="+*ref,
-		"--tree=dir="+tree, "--add-metadata-string=version="+*version, "--subject=mkupdate "+*version,
-		"--owner-uid=0", "--owner-gid=0", "--no-xattrs",
-		// The update repo stands in for a server: its durability does not
-		// matter, and its fsyncs would only add noise to benchmarks.
-		"--fsync=false")
+	res, err := r.Run(ctx, "committing", append([]string{*ostreeBin}, commitArgs(*repo, *ref, *version, *base, tree)...)...)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, strings.TrimSpace(string(res.Stdout)))
 	return nil
+}
+
+// commitArgs commits tree to ref, over base's tree if set (the files are
+// under /usr/share/mkupdate, so base's tree keeps everything else).
+func commitArgs(repo, ref, version, base, tree string) []string {
+	args := []string{"commit", "--repo=" + repo, "--branch=" + ref}
+	if base != "" {
+		args = append(args, "--tree=ref="+base)
+	}
+	return append(args, "--tree=dir="+tree, "--add-metadata-string=version="+version, "--subject=mkupdate "+version,
+		"--owner-uid=0", "--owner-gid=0", "--no-xattrs",
+		// The update repo stands in for a server: its durability does not
+		// matter, and its fsyncs would only add noise to benchmarks.
+		"--fsync=false")
 }
 
 // writeTree brings tree to generation s.Generation, rewriting only the files
