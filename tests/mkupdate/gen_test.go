@@ -100,4 +100,3 @@ func TestCommitArgs(t *testing.T) {
 		}
 	}
 }
-
