@@ -2,31 +2,39 @@ package latency
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/update-agent/update-agent/tests/guest"
 )
 
 // Guest is what the benchmark needs of the test guest (*guest.Guest).
 type Guest interface {
 	Run(ctx context.Context, cmd string) (stdout, stderr string, code int, err error)
 	CopyIn(ctx context.Context, local, remote string) error
-	SetThrottle(ctx context.Context, iops, bps int64) error
+	SetDiskThrottle(ctx context.Context, d guest.Disk, iops, bps int64) error
+	// RebootWith runs cmd, which reboots the guest, and waits for the new
+	// boot (the ostree guest's finalization at shutdown).
+	RebootWith(ctx context.Context, cmd string) error
+}
+
+// throttle sets the measured disk's limits (0: unthrottled).
+func throttle(ctx context.Context, g Guest, l Layout, iops, bps int64) error {
+	return g.SetDiskThrottle(ctx, l.Disk, iops, bps)
 }
 
 // Paths in the guest.
 const (
-	DataDir    = "/var/lib/data"   // the throttled data disk (first partition)
-	EtcdFSDir  = "/var/lib/etcdfs" // second partition: etcd on its own filesystem
-	SysrootDir = "/var/lib/rpm-ostree-standin"
-	UpdateRepo = "/srv/updates" // root disk: the update server, not throttled
+	DataDir    = guest.DataDir                 // the data disk (plain guest: throttled, first partition)
+	EtcdFSDir  = "/var/lib/etcdfs"             // second partition: etcd on its own filesystem
+	SysrootDir = "/var/lib/rpm-ostree-standin" // plain guest: the stand-in's sysroot
+	UpdateRepo = "/srv/updates"                // plain guest's root disk: the update server, not throttled
 	ResultDir  = "/var/tmp/bench"
-	binDir     = "/usr/local/lib/ua-bench"
+	binDir     = "/var/lib/ua-bench" // /usr is read-only on the ostree guest
 	dataDev    = "/dev/vdb"
 	etcdEnv    = "/etc/bench-etcd.env"
 )
@@ -51,9 +59,10 @@ func writeFile(ctx context.Context, g Guest, path, content string) error {
 	return err
 }
 
-// Install copies the binaries and units into the guest and starts the
-// stand-in's shutdown unit. repo is the module root on the host.
-func Install(ctx context.Context, g Guest, bins Binaries, repo string) error {
+// Install copies the binaries, units and the shipped defaults into the
+// guest (binDir, on /var, which survives the ostree guest's reboots) and
+// installs them (installUsr). repo is the module root on the host.
+func Install(ctx context.Context, g Guest, l Layout, bins Binaries, repo string) error {
 	if _, err := sh(ctx, g, "rm -rf "+binDir+" && mkdir -p "+binDir); err != nil {
 		return err
 	}
@@ -62,13 +71,18 @@ func Install(ctx context.Context, g Guest, bins Binaries, repo string) error {
 			return fmt.Errorf("copying %s into the guest: %w", n, err)
 		}
 	}
-	for _, f := range []struct{ local, remote string }{
+	files := []struct{ local, remote string }{
 		{"tests/rpmostree/units/rpm-ostreed.service", "/etc/systemd/system/rpm-ostreed.service"},
-		{"tests/rpmostree/units/ostree-finalize-staged.service", "/etc/systemd/system/ostree-finalize-staged.service"},
 		{"tests/rpmostree/units/rpm-ostree-standin.tmpfiles.conf", "/etc/tmpfiles.d/rpm-ostree-standin.conf"},
 		{"units/update-agent.service", "/etc/systemd/system/update-agent.service"},
-		{"packaging/config.d/00-defaults.toml", "/usr/lib/update-agent/config.d/00-defaults.toml"},
-	} {
+		{"packaging/config.d/00-defaults.toml", binDir + "/00-defaults.toml"},
+	}
+	if !l.Ostree {
+		// The stand-in's own shutdown hook; on the ostree guest, ostree's
+		// ostree-finalize-staged.service finalizes (the stand-in's README).
+		files = append(files, struct{ local, remote string }{"tests/rpmostree/units/ostree-finalize-staged.service", "/etc/systemd/system/ostree-finalize-staged.service"})
+	}
+	for _, f := range files {
 		if _, err := sh(ctx, g, "mkdir -p "+q(filepath.Dir(f.remote))); err != nil {
 			return err
 		}
@@ -90,18 +104,35 @@ WantedBy=multi-user.target
 	if err := writeFile(ctx, g, "/etc/systemd/system/bench-etcd.service", etcdUnit); err != nil {
 		return err
 	}
-	_, err := sh(ctx, g, strings.Join([]string{
-		"install -m 0755 " + binDir + "/rpm-ostree /usr/bin/rpm-ostree",
-		"install -m 0755 " + binDir + "/update-agent /usr/bin/update-agent",
-		"install -m 0755 " + binDir + "/mkupdate " + binDir + "/putload " + binDir + "/etcd /usr/local/bin/",
-		"mkdir -p /etc/update-agent/config.d",
-		// Where the agent finds the host repo on an ostree host.
-		"ln -sfn " + SysrootDir + "/ostree /ostree",
+	return installUsr(ctx, g, l)
+}
+
+// installUsr puts the binaries where the RPM puts them (/usr/bin, the
+// defaults in /usr/lib) and readies the run state. On the ostree guest /usr
+// is read-only: `ostree admin unlock` lays a writable overlay over it until
+// the next boot, so this runs again after every reboot.
+func installUsr(ctx context.Context, g Guest, l Layout) error {
+	var cmds []string
+	if l.Ostree {
+		cmds = append(cmds, "(ostree admin status | grep -q 'Unlocked: development' || ostree admin unlock >/dev/null)")
+	}
+	cmds = append(cmds,
+		"install -m 0755 "+binDir+"/rpm-ostree /usr/bin/rpm-ostree",
+		"install -m 0755 "+binDir+"/update-agent /usr/bin/update-agent",
+		"install -m 0755 "+binDir+"/mkupdate "+binDir+"/putload "+binDir+"/etcd /usr/local/bin/",
+		"install -D -m 0644 "+binDir+"/00-defaults.toml /usr/lib/update-agent/config.d/00-defaults.toml",
+		"mkdir -p /etc/update-agent/config.d "+l.Scratch+" "+l.ResultDir,
 		"systemd-tmpfiles --create /etc/tmpfiles.d/rpm-ostree-standin.conf",
 		"modprobe bfq",
 		"systemctl daemon-reload",
-		"systemctl start ostree-finalize-staged.service",
-	}, " && "))
+	)
+	if !l.Ostree {
+		cmds = append(cmds,
+			// Where the agent finds the host repo on an ostree host.
+			"ln -sfn "+SysrootDir+"/ostree /ostree",
+			"systemctl start ostree-finalize-staged.service")
+	}
+	_, err := sh(ctx, g, strings.Join(cmds, " && "))
 	return err
 }
 
@@ -198,10 +229,19 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// MakeUpdates makes the small base commit and the big update in the update
-// repo and returns their checksums. Both are commits of os/stable (pulls
-// check the ref binding); Reset points the ref at one or the other.
-func MakeUpdates(ctx context.Context, g Guest, size string, files int) (base, update string, err error) {
+// MakeUpdates makes the base and the update in the layout's update repo
+// and returns their checksums.
+func MakeUpdates(ctx context.Context, g Guest, l Layout, size string, files int) (base, update string, err error) {
+	if l.Ostree {
+		return makeOstreeUpdates(ctx, g, l, size, files)
+	}
+	return makePlainUpdates(ctx, g, size, files)
+}
+
+// makePlainUpdates makes the small base commit and the big update in the
+// update repo and returns their checksums. Both are commits of os/stable
+// (pulls check the ref binding); Reset points the ref at one or the other.
+func makePlainUpdates(ctx context.Context, g Guest, size string, files int) (base, update string, err error) {
 	if _, err := sh(ctx, g, "rm -rf "+UpdateRepo+" /var/tmp/mkupdate-*"); err != nil {
 		return "", "", err
 	}
@@ -220,12 +260,8 @@ func MakeUpdates(ctx context.Context, g Guest, size string, files int) (base, up
 	return base, strings.TrimSpace(lastLine(out)), nil
 }
 
-// EtcdMode says where the etcd member keeps its data.
-func etcdEnvFor(split bool) string {
-	dir := DataDir + "/etcd"
-	if split {
-		dir = EtcdFSDir + "/etcd"
-	}
+// etcdEnvFor is the member's environment with its data in dir.
+func etcdEnvFor(dir string) string {
 	return strings.Join([]string{
 		"ETCD_NAME=bench",
 		"ETCD_DATA_DIR=" + dir,
@@ -242,18 +278,29 @@ func etcdEnvFor(split bool) string {
 
 // StartEtcd (re)starts the member with a fresh data directory beside the
 // sysroot or on its own filesystem.
-func StartEtcd(ctx context.Context, g Guest, split bool) error {
-	if err := writeFile(ctx, g, etcdEnv, etcdEnvFor(split)); err != nil {
+func StartEtcd(ctx context.Context, g Guest, l Layout, split bool) error {
+	if err := writeFile(ctx, g, etcdEnv, etcdEnvFor(l.etcdDir(split))); err != nil {
 		return err
 	}
-	_, err := sh(ctx, g, "systemctl stop bench-etcd; rm -rf "+DataDir+"/etcd "+EtcdFSDir+"/etcd && systemctl start bench-etcd")
+	dirs := l.etcdDir(false)
+	if !l.Ostree {
+		dirs += " " + l.etcdDir(true)
+	}
+	_, err := sh(ctx, g, "systemctl stop bench-etcd; rm -rf "+dirs+" && systemctl start bench-etcd")
 	return err
 }
 
 // Reset brings the sysroot back to "base booted, nothing staged", with no
 // policy left on the daemon or the disk, and the update published: every
 // scenario stages the same update from the same state.
-func Reset(ctx context.Context, g Guest, base, update string) error {
+func Reset(ctx context.Context, g Guest, l Layout, base, update string) error {
+	if l.Ostree {
+		return resetOstree(ctx, g, l, base, update)
+	}
+	return resetPlain(ctx, g, base, update)
+}
+
+func resetPlain(ctx context.Context, g Guest, base, update string) error {
 	_, err := sh(ctx, g, strings.Join([]string{
 		"systemctl stop update-agent rpm-ostreed 2>/dev/null; systemctl reset-failed update-agent rpm-ostreed 2>/dev/null; true",
 		"(umount " + SysrootDir + " 2>/dev/null; true)",
@@ -269,200 +316,4 @@ func Reset(ctx context.Context, g Guest, base, update string) error {
 		"sync", "echo 3 > /proc/sys/vm/drop_caches",
 	}, " && "))
 	return err
-}
-
-// recipe2020 is OpenShift's 2020 mitigation: bfq on the disk, the daemon at
-// Nice=10 and best-effort priority 6, per-object fsync in the host repo.
-func recipe2020(ctx context.Context, g Guest) error {
-	dropIn := "[Service]\nNice=10\nIOSchedulingClass=best-effort\nIOSchedulingPriority=6\n"
-	if err := writeFile(ctx, g, "/run/systemd/system/rpm-ostreed.service.d/50-recipe2020.conf", dropIn); err != nil {
-		return err
-	}
-	_, err := sh(ctx, g, strings.Join([]string{
-		"echo bfq > /sys/block/vdb/queue/scheduler",
-		"ostree config --repo=" + SysrootDir + "/ostree/repo set core.per-object-fsync true",
-		"systemctl daemon-reload",
-		"systemctl restart rpm-ostreed",
-	}, " && "))
-	return err
-}
-
-// Window is when staging ran, in the guest's clock (Unix ns).
-type Window struct {
-	Start, End int64
-	Summary    string // update-agent stage-once's report line (guard freezes)
-	// AgentCPU is update-agent's user + system CPU time for the staging
-	// (the shell's `times` for its children; 0 for other stagers).
-	AgentCPU time.Duration
-}
-
-// Duration of the window.
-func (w Window) Duration() time.Duration { return time.Duration(w.End - w.Start) }
-
-func parseWindow(out string) (Window, error) {
-	f := strings.Fields(lastLine(out))
-	if len(f) < 2 {
-		return Window{}, fmt.Errorf("staging window: %q", out)
-	}
-	a, err1 := strconv.ParseInt(f[0], 10, 64)
-	b, err2 := strconv.ParseInt(f[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		return Window{}, fmt.Errorf("staging window: %q", out)
-	}
-	return Window{Start: a, End: b}, nil
-}
-
-// Stage stages the update as scenario s says and returns the window.
-func Stage(ctx context.Context, g Guest, s Scenario) (Window, error) {
-	switch s.Stager {
-	case Naive, Recipe2020:
-		if s.Stager == Recipe2020 {
-			if err := recipe2020(ctx, g); err != nil {
-				return Window{}, err
-			}
-		}
-		out, err := sh(ctx, g, `t0=$(date +%s%N); rpm-ostree upgrade >/var/tmp/bench-upgrade.log 2>&1 || { cat /var/tmp/bench-upgrade.log >&2; exit 1; }; echo $t0 $(date +%s%N)`)
-		if err != nil {
-			return Window{}, fmt.Errorf("staging (%s): %w", s.Stager, err)
-		}
-		return parseWindow(out)
-	case Agent:
-		if err := writeFile(ctx, g, "/etc/update-agent/config.d/50-bench.toml", agentBase); err != nil {
-			return Window{}, err
-		}
-		if s.AgentConfig != "" {
-			if err := writeFile(ctx, g, "/etc/update-agent/config.d/60-scenario.toml", s.AgentConfig); err != nil {
-				return Window{}, err
-			}
-		}
-		// The agent's own staging path (policy, scheduler, drop-in, guard),
-		// without lock or reboot; it undoes its policy before it exits.
-		cmd := "update-agent stage-once"
-		if s.Wrap != "" {
-			cmd = s.Wrap + " " + cmd
-		}
-		if s.Profile {
-			cmd += " --cpuprofile " + ProfilePath
-		}
-		out, err := sh(ctx, g, `rm -f `+ProfilePath+`; t0=$(date +%s%N); `+cmd+` >/var/tmp/bench-stage.out 2>/var/tmp/bench-stage.log || { tail -n 40 /var/tmp/bench-stage.log >&2; exit 1; }; t1=$(date +%s%N); times >/var/tmp/bench-stage.times; cat /var/tmp/bench-stage.out; echo $t0 $t1`)
-		if err != nil {
-			return Window{}, fmt.Errorf("staging (update-agent stage-once): %w", err)
-		}
-		w, err := parseWindow(out)
-		if err != nil {
-			return Window{}, err
-		}
-		w.Summary = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(out), lastLine(out)))
-		times, err := sh(ctx, g, "cat /var/tmp/bench-stage.times")
-		if err != nil {
-			return Window{}, err
-		}
-		if w.AgentCPU, err = ChildrenCPU(times); err != nil {
-			return Window{}, err
-		}
-		return w, nil
-	case CPUBurn:
-		var props []string
-		for _, p := range strings.Split(s.Burn, "\n") {
-			props = append(props, "-p "+q(p))
-		}
-		n, err := sh(ctx, g, "nproc")
-		if err != nil {
-			return Window{}, err
-		}
-		// One sha256sum of /dev/zero per CPU: all CPU, no I/O. ($$ is a $
-		// to systemd, which expands the command line.)
-		out, err := sh(ctx, g, fmt.Sprintf(`t0=$(date +%%s%%N); systemd-run -q --wait --collect --unit=bench-burn %s -- /bin/sh -c 'for i in $$(seq 1 %s); do timeout %d sha256sum /dev/zero & done; wait' >/dev/null 2>&1; echo $t0 $(date +%%s%%N)`,
-			strings.Join(props, " "), strings.TrimSpace(n), int(BurnFor.Seconds())))
-		if err != nil {
-			return Window{}, fmt.Errorf("burning CPU: %w", err)
-		}
-		return parseWindow(out)
-	}
-	return Window{}, fmt.Errorf("scenario %s stages nothing", s.ID)
-}
-
-// Loads are the etcd-like fio job and the put load on the etcd member,
-// running as units so a scenario's policy can tell them from the stager.
-type Loads struct {
-	Dir     string // result directory in the guest
-	StartNS int64  // guest clock when the loads started
-}
-
-// StartLoads starts both loads; results go to dir.
-func StartLoads(ctx context.Context, g Guest, dir string, job []string, putRate int) (Loads, error) {
-	fio := "fio " + strings.Join(quoteAll(job), " ") + " --output=" + q(dir+"/fio.json")
-	out, err := sh(ctx, g, strings.Join([]string{
-		"rm -rf " + q(dir) + " && mkdir -p " + q(dir),
-		"rm -rf " + DataDir + "/fio " + EtcdFSDir + "/fio && mkdir -p " + DataDir + "/fio " + EtcdFSDir + "/fio",
-		"echo $(date +%s%N)",
-		"systemd-run -q --unit=bench-fio --collect -p KillSignal=SIGINT -- " + fio,
-		fmt.Sprintf("systemd-run -q --unit=bench-put --collect -- /usr/local/bin/putload -rate %d -out %s", putRate, q(dir+"/etcd")),
-	}, " && "))
-	if err != nil {
-		return Loads{}, err
-	}
-	ns, err := strconv.ParseInt(strings.TrimSpace(strings.Split(strings.TrimSpace(out), "\n")[0]), 10, 64)
-	if err != nil {
-		return Loads{}, fmt.Errorf("load start time: %q", out)
-	}
-	return Loads{Dir: dir, StartNS: ns}, nil
-}
-
-// StopLoads stops both loads (fio writes its report on SIGINT, putload its
-// last scrape on SIGTERM) and waits until they are gone.
-func StopLoads(ctx context.Context, g Guest) error {
-	_, err := sh(ctx, g, `systemctl stop bench-fio bench-put 2>/dev/null; for i in $(seq 1 120); do systemctl -q is-active bench-fio bench-put || exit 0; sleep 0.5; done; exit 1`)
-	return err
-}
-
-func quoteAll(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = q(s)
-	}
-	return out
-}
-
-// ProfilePath is where stage-once writes its CPU profile in the guest.
-const ProfilePath = "/var/tmp/bench-stage.pprof"
-
-// FetchBinary copies a binary file out of the guest (base64 on the way).
-func FetchBinary(ctx context.Context, g Guest, path string) ([]byte, error) {
-	out, err := sh(ctx, g, "base64 -w0 "+q(path))
-	if err != nil {
-		return nil, err
-	}
-	return base64.StdEncoding.DecodeString(strings.TrimSpace(out))
-}
-
-// Fetch copies a file out of the guest by printing it.
-func Fetch(ctx context.Context, g Guest, path string) ([]byte, error) {
-	out, err := sh(ctx, g, "cat "+q(path))
-	return []byte(out), err
-}
-
-// ChildrenCPU reads the shell's `times` output (bash: "0m1.234s 0m0.567s",
-// dash: "0m1.234000s 0m0.567000s"; the second line is the children's user
-// and system time) into their sum.
-func ChildrenCPU(times string) (time.Duration, error) {
-	lines := strings.Split(strings.TrimSpace(times), "\n")
-	if len(lines) < 2 {
-		return 0, fmt.Errorf("times output %q: want two lines", times)
-	}
-	var total time.Duration
-	f := strings.Fields(lines[1])
-	if len(f) != 2 {
-		return 0, fmt.Errorf("times output %q", times)
-	}
-	for _, v := range f {
-		m, s, ok := strings.Cut(strings.TrimSuffix(v, "s"), "m")
-		mins, err1 := strconv.Atoi(m)
-		secs, err2 := strconv.ParseFloat(s, 64)
-		if !ok || err1 != nil || err2 != nil {
-			return 0, fmt.Errorf("times output %q", times)
-		}
-		total += time.Duration((float64(mins)*60 + secs) * float64(time.Second))
-	}
-	return total, nil
 }

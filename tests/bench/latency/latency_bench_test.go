@@ -106,6 +106,13 @@ func TestStagingLatency(t *testing.T) {
 		fmt.Printf("bench %s: %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
 
+	layout, err := LayoutFor(os.Getenv("BENCH_GUEST"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := layout.Check(plan); err != nil {
+		t.Fatal(err)
+	}
 	logf("building binaries")
 	bins, err := Build(ctx, repo, t.TempDir())
 	if err != nil {
@@ -120,87 +127,14 @@ func TestStagingLatency(t *testing.T) {
 			t.Fatalf("BENCH_GUEST_CPUS=%q: want a count >= 1", v)
 		}
 	}
-	logf("booting the guest (%d vCPUs)", cpus)
-	g, err := guest.Start(ctx, guest.Options{DataDiskSize: 12 << 30, MemoryMiB: 4096, CPUs: cpus})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Stop()
-	logf("guest %s (accel %s); installing", g, g.Accel())
-	if err := Install(ctx, g, bins, repo); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.SetThrottle(ctx, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := PrepareDisk(ctx, g, plan.Disks[0].FS); err != nil {
-		t.Fatal(err)
-	}
-	fs := plan.Disks[0].FS
-	logf("making the update (%s, %d files)", plan.UpdateSize, plan.UpdateFile)
-	base, update, err := MakeUpdates(ctx, g, plan.UpdateSize, plan.UpdateFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	r := &run{g: g, plan: plan, base: base, update: update, out: out, logf: logf, profile: os.Getenv("BENCH_PROFILE") == "1"}
-	for _, d := range plan.Disks {
-		if d.FS != fs {
-			// A new filesystem: the sysroot, etcd and the loads' files are
-			// made again on it, unthrottled.
-			fs = d.FS
-			logf("making %s on the data disk", fs)
-			if err := g.SetThrottle(ctx, 0, 0); err != nil {
-				t.Fatal(err)
-			}
-			if err := PrepareDisk(ctx, g, fs); err != nil {
-				t.Fatal(err)
-			}
+	r := &run{l: layout, plan: plan, out: out, logf: logf, profile: os.Getenv("BENCH_PROFILE") == "1", quick: quick, reps: reps}
+	opts := guest.Options{DataDiskSize: 12 << 30, MemoryMiB: 4096, CPUs: cpus}
+	if layout.Ostree {
+		for _, grp := range GroupByFS(plan.Disks) {
+			r.ostreeGuest(ctx, t, opts, grp, bins, repo)
 		}
-		r.panels, r.fioCDF, r.etcdCDF = nil, nil, nil
-		r.split = false
-		if err := StartEtcd(ctx, g, r.split); err != nil {
-			t.Fatal(err)
-		}
-		// Unmeasured: the first scenario after boot or a new etcd would
-		// otherwise also measure their settling (seen: (a) alone's p99 4x
-		// that of the same load measured later in the run).
-		if err := warmUp(ctx, g, d, logf); err != nil {
-			t.Fatal(err)
-		}
-		for rep := 1; rep <= reps; rep++ {
-			for _, sc := range plan.Scenarios[d.Name] {
-				if err := r.runOne(ctx, d, sc, rep); err != nil {
-					// One retry: a run of hours is not lost to one hiccup of
-					// the harness (seen once: fio left no report when
-					// stopped). The retry is in the log and the notes.
-					journal, _ := sh(ctx, g, "journalctl -q --no-pager -o cat -n 20 -u bench-fio -u bench-put")
-					logf("%s/%s rep %d failed, running it again: %v\nthe loads' journal:\n%s", d.Name, sc.ID, rep, err, journal)
-					r.notes = append(r.notes, fmt.Sprintf("- %s/%s rep %d was run again after: %v", d.Name, sc.ID, rep, err))
-					if err := r.runOne(ctx, d, sc, rep); err != nil {
-						t.Fatal(err)
-					}
-				}
-				writeResults(t, out, r.table, r.notes, plan, quick, reps)
-			}
-		}
-		var png bytes.Buffer
-		if err := report.WritePNG(&png, r.panels); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(out, "latency-"+d.Name+".png"), png.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		for name, c := range map[string][]report.Curve{"fio": r.fioCDF, "etcd": r.etcdCDF} {
-			var b bytes.Buffer
-			title := fmt.Sprintf("%s: %s WAL fsync latency CDF (first repetition)", d.Name, name)
-			if err := report.WriteCDF(&b, title, c); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(out, "cdf-"+name+"-"+d.Name+".png"), b.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+	} else {
+		r.plainGuest(ctx, t, opts, bins, repo)
 	}
 	fmt.Println()
 	if err := r.table.WriteText(os.Stdout); err != nil {
@@ -210,12 +144,19 @@ func TestStagingLatency(t *testing.T) {
 	if err := r.table.WriteSummary(os.Stdout); err != nil {
 		t.Fatal(err)
 	}
+	if len(r.reboots) > 0 {
+		fmt.Println()
+		fmt.Print(RebootTable(r.reboots))
+	}
 }
 
 // run is what one benchmark run accumulates.
 type run struct {
-	g                 *guest.Guest
+	g                 *guest.Guest // the current guest
+	l                 Layout
 	plan              Plan
+	quick             bool
+	reps              int
 	base, update, out string
 	logf              func(string, ...any)
 	split             bool // etcd on its own filesystem now
@@ -224,6 +165,7 @@ type run struct {
 	notes             []string
 	panels            []report.Panel // of the disk being measured (first repetition)
 	fioCDF, etcdCDF   []report.Curve
+	reboots           []Reboot // the ostree guest's timed reboots
 }
 
 // runOne runs one repetition of one scenario and adds its rows, log, note
@@ -232,12 +174,12 @@ func (r *run) runOne(ctx context.Context, d Disk, sc Scenario, rep int) error {
 	g, logf := r.g, r.logf
 	if sc.SplitFS != r.split {
 		r.split = sc.SplitFS
-		if err := StartEtcd(ctx, g, r.split); err != nil {
+		if err := StartEtcd(ctx, g, r.l, r.split); err != nil {
 			return err
 		}
 	}
 	sc.Profile = r.profile && sc.Stager == Agent
-	m, err := runScenario(ctx, g, d, sc, r.plan, r.base, r.update, logf)
+	m, err := runScenario(ctx, g, r.l, d, sc, r.plan, r.base, r.update, logf)
 	if err != nil {
 		return fmt.Errorf("%s/%s rep %d: %v", d.Name, sc.ID, rep, err)
 	}
@@ -277,36 +219,39 @@ func (r *run) runOne(ctx context.Context, d Disk, sc Scenario, rep int) error {
 	if m.Window.Summary != "" {
 		r.notes = append(r.notes, fmt.Sprintf("- %s/%s rep %d: %s", d.Name, sc.ID, rep, m.Window.Summary))
 	}
-	logf("%s/%s rep %d: fio p99 %v max %v, etcd p99 %v, setup %v, staging %v, agent CPU %v", d.Name, sc.ID, rep,
+	if sc.Stager != NoStaging {
+		// What the measured disk wrote while staging ran, all writers
+		// together: on the ostree guest, each staging pulls every object of
+		// the update again (Reset prunes them), so about its size or more.
+		r.notes = append(r.notes, fmt.Sprintf("- %s/%s rep %d: %s wrote %.0f MiB during the staging", d.Name, sc.ID, rep, r.l.Dev, float64(m.Window.Written)/(1<<20)))
+	}
+	logf("%s/%s rep %d: fio p99 %v max %v, etcd p99 %v, setup %v, staging %v (%s wrote %.0f MiB), agent CPU %v", d.Name, sc.ID, rep,
 		rows[0].P99, rows[0].Max, rows[1].P99, rows[1].Setup.Round(10*time.Millisecond),
-		m.Window.Duration().Round(100*time.Millisecond), m.Window.AgentCPU.Round(10*time.Millisecond))
+		m.Window.Duration().Round(100*time.Millisecond), r.l.Dev, float64(m.Window.Written)/(1<<20), m.Window.AgentCPU.Round(10*time.Millisecond))
 	return nil
 }
 
-func runScenario(ctx context.Context, g *guest.Guest, d Disk, sc Scenario, plan Plan, base, update string, logf func(string, ...any)) (Measured, error) {
+func runScenario(ctx context.Context, g Guest, l Layout, d Disk, sc Scenario, plan Plan, base, update string, logf func(string, ...any)) (Measured, error) {
 	logf("%s/%s (%s, %s): resetting", d.Name, sc.ID, sc.Stager, sc.Load(d))
-	// Resetting writes a small base deployment: unthrottled, then the
-	// disk's setting for the measurement.
-	if err := g.SetThrottle(ctx, 0, 0); err != nil {
+	// Resetting writes (a small base deployment, a prune): unthrottled,
+	// then the disk's setting for the measurement.
+	if err := throttle(ctx, g, l, 0, 0); err != nil {
 		return Measured{}, err
 	}
-	if err := Reset(ctx, g, base, update); err != nil {
+	if err := Reset(ctx, g, l, base, update); err != nil {
 		return Measured{}, err
 	}
-	if err := g.SetThrottle(ctx, d.IOPS, d.BPS); err != nil {
+	if err := throttle(ctx, g, l, d.IOPS, d.BPS); err != nil {
 		return Measured{}, err
 	}
-	dir := ResultDir + "/" + d.Name + "/" + sc.ID + "-" + strings.ReplaceAll(sc.Load(d), "/", "")
-	fioDir := DataDir + "/fio"
-	if sc.SplitFS {
-		fioDir = EtcdFSDir + "/fio"
-	}
+	dir := l.ResultDir + "/" + d.Name + "/" + sc.ID + "-" + strings.ReplaceAll(sc.Load(d), "/", "")
+	fioDir := l.fioDir(sc)
 	job := fio.WALJob{Name: "etcdlike", Dir: fioDir, Runtime: 4 * time.Hour, RateIOPS: d.FioRate, LatLog: dir + "/fio"}
 	if sc.FioUnlimited {
 		job.RateIOPS = 0
 	}
 	m := Measured{Disk: d, Scenario: sc, PutRate: putRate(d)}
-	loads, err := StartLoads(ctx, g, dir, job.Args(), m.PutRate)
+	loads, err := StartLoads(ctx, g, dir, fioDir, job.Args(), m.PutRate)
 	if err != nil {
 		return Measured{}, err
 	}
@@ -324,7 +269,7 @@ func runScenario(ctx context.Context, g *guest.Guest, d Disk, sc Scenario, plan 
 		time.Sleep(plan.AloneFor)
 	} else {
 		logf("%s/%s: staging", d.Name, sc.ID)
-		if m.Window, err = Stage(ctx, g, sc); err != nil {
+		if m.Window, err = Stage(ctx, g, l, sc); err != nil {
 			return Measured{}, err
 		}
 		time.Sleep(3 * time.Second)
@@ -346,11 +291,11 @@ func runScenario(ctx context.Context, g *guest.Guest, d Disk, sc Scenario, plan 
 		}
 	}
 	if sc.Stager == Agent {
-		if m.StageLog, err = Fetch(ctx, g, "/var/tmp/bench-stage.log"); err != nil {
+		if m.StageLog, err = Fetch(ctx, g, l.stageLog()); err != nil {
 			return Measured{}, err
 		}
 		if sc.Profile {
-			if m.Profile, err = FetchBinary(ctx, g, ProfilePath); err != nil {
+			if m.Profile, err = FetchBinary(ctx, g, l.profilePath()); err != nil {
 				return Measured{}, err
 			}
 		}
@@ -359,13 +304,13 @@ func runScenario(ctx context.Context, g *guest.Guest, d Disk, sc Scenario, plan 
 }
 
 // warmUp runs the loads on d for a while, unmeasured.
-func warmUp(ctx context.Context, g *guest.Guest, d Disk, logf func(string, ...any)) error {
-	if err := g.SetThrottle(ctx, d.IOPS, d.BPS); err != nil {
+func warmUp(ctx context.Context, g Guest, l Layout, d Disk, logf func(string, ...any)) error {
+	if err := throttle(ctx, g, l, d.IOPS, d.BPS); err != nil {
 		return err
 	}
 	logf("%s: warming up for %v", d.Name, warmUpFor)
-	job := fio.WALJob{Name: "etcdlike", Dir: DataDir + "/fio", Runtime: 4 * time.Hour, RateIOPS: d.FioRate}
-	if _, err := StartLoads(ctx, g, ResultDir+"/warmup", job.Args(), putRate(d)); err != nil {
+	job := fio.WALJob{Name: "etcdlike", Dir: l.FioDir, Runtime: 4 * time.Hour, RateIOPS: d.FioRate}
+	if _, err := StartLoads(ctx, g, l.ResultDir+"/warmup", l.FioDir, job.Args(), putRate(d)); err != nil {
 		return err
 	}
 	time.Sleep(warmUpFor)
@@ -376,8 +321,9 @@ const warmUpFor = 45 * time.Second
 
 // writeResults (re)writes the table as CSV and markdown after every
 // scenario, so an interrupted run keeps what it measured.
-func writeResults(t *testing.T, out string, table report.Table, notes []string, plan Plan, quick bool, reps int) {
+func (r *run) writeResults(t *testing.T) {
 	t.Helper()
+	out, table, notes, plan, quick, reps := r.out, r.table, r.notes, r.plan, r.quick, r.reps
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -396,8 +342,8 @@ func writeResults(t *testing.T, out string, table report.Table, notes []string, 
 	if quick {
 		mode = "quick (BENCH_QUICK=1)"
 	}
-	md := fmt.Sprintf("## Staging vs etcd fsync latency\n\nMode: %s; update %s in %d files; %d repetitions, interleaved; disks throttled by qemu; fio etcd-like job (2300 B write + fdatasync) and a real etcd member under a fixed put rate, side by side. Latencies in ms; ratios to (a) alone and (b) naive of the same disk, load and repetition. etcd's max is a histogram bucket bound. setup: the agent opening the window (its own phase); setup_p99/a: etcd's worst per-scrape p99 (2 s scrapes) while it ran, against (a)'s typical worst of as many consecutive scrapes (the median of their worst), not (a)'s p99 over the whole run, which a single 2 s window's p99 exceeds by itself; achieved/asked: the load's rate (fio: fdatasyncs; etcd: puts served, not its WAL fsyncs, which batch puts) against the one asked for; agent_cpu_s: update-agent's user + system CPU for the staging.\n\nSummary, median [min-max] over the repetitions:\n\n```\n%s```\n\nEach repetition:\n\n```\n%s```\n\nupdate-agent stage-once reports:\n%s\n",
-		mode, plan.UpdateSize, plan.UpdateFile, reps, sum.String(), txt.String(), strings.Join(notes, "\n"))
+	md := fmt.Sprintf("## Staging vs etcd fsync latency\n\nMode: %s; guest: %s; update %s in %d files; %d repetitions, interleaved; disks throttled by qemu; fio etcd-like job (2300 B write + fdatasync) and a real etcd member under a fixed put rate, side by side. Latencies in ms; ratios to (a) alone and (b) naive of the same disk, load and repetition. etcd's max is a histogram bucket bound. setup: the agent opening the window (its own phase); setup_p99/a: etcd's worst per-scrape p99 (2 s scrapes) while it ran, against (a)'s typical worst of as many consecutive scrapes (the median of their worst), not (a)'s p99 over the whole run, which a single 2 s window's p99 exceeds by itself; achieved/asked: the load's rate (fio: fdatasyncs; etcd: puts served, not its WAL fsyncs, which batch puts) against the one asked for; agent_cpu_s: update-agent's user + system CPU for the staging.\n\nSummary, median [min-max] over the repetitions:\n\n```\n%s```\n\nEach repetition:\n\n```\n%s```\n\nupdate-agent stage-once reports and what the measured disk wrote while staging:\n%s\n%s",
+		mode, r.l.Describe(), plan.UpdateSize, plan.UpdateFile, reps, sum.String(), txt.String(), strings.Join(notes, "\n"), rebootSection(r.reboots))
 	for name, b := range map[string][]byte{"latency.csv": c.Bytes(), "latency.md": []byte(md)} {
 		if err := os.WriteFile(filepath.Join(out, name), b, 0o644); err != nil {
 			t.Fatal(err)

@@ -145,27 +145,34 @@ func TestPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range full.Disks {
-		for _, s := range full.Scenarios[d.Name] {
-			if s.Stager != Agent {
-				continue
-			}
-			root := t.TempDir()
-			for name, body := range map[string]string{
-				"usr/lib/update-agent/config.d/00-defaults.toml": string(defaults),
-				"etc/update-agent/config.d/50-bench.toml":        agentBase,
-				"etc/update-agent/config.d/60-scenario.toml":     s.AgentConfig,
-			} {
-				p := filepath.Join(root, name)
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-					t.Fatal(err)
+	for _, l := range []Layout{Plain, Ostree} {
+		for _, d := range full.Disks {
+			for _, s := range full.Scenarios[d.Name] {
+				if s.Stager != Agent {
+					continue
 				}
-				if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-					t.Fatal(err)
+				root := t.TempDir()
+				for name, body := range map[string]string{
+					"usr/lib/update-agent/config.d/00-defaults.toml": string(defaults),
+					"etc/update-agent/config.d/50-bench.toml":        l.agentBase(),
+					"etc/update-agent/config.d/60-scenario.toml":     s.AgentConfig,
+				} {
+					p := filepath.Join(root, name)
+					if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			if _, _, err := config.Load(root); err != nil {
-				t.Errorf("%s/%s: %v", d.Name, s.ID, err)
+				cfg, _, err := config.Load(root)
+				if err != nil {
+					t.Errorf("%s/%s: %v", d.Name, s.ID, err)
+					continue
+				}
+				if got := strings.Join(cfg.Staging.Paths, " "); got != strings.Join(l.StagingPaths, " ") {
+					t.Errorf("%s/%s: staging.paths %s, want %v", d.Name, s.ID, got, l.StagingPaths)
+				}
 			}
 		}
 	}

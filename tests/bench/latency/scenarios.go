@@ -88,24 +88,6 @@ func (s Scenario) Load(d Disk) string {
 	return l
 }
 
-// The update-agent configuration every Agent scenario starts from (it runs
-// `update-agent stage-once`: no lock, no reboot): the shipped defaults, with
-// what the guest needs (the disks behind the sysroot and etcd, the etcd
-// member's unit and metrics).
-const agentBase = `
-[agent]
-check_interval = "10m"
-check_jitter = "0s"
-[staging]
-paths = ["/var/lib/rpm-ostree-standin", "/var/lib/data", "/var/lib/etcdfs"]
-[lock]
-enabled = false
-[etcd]
-local_unit = "bench-etcd.service"
-[guard]
-metrics_url = "http://127.0.0.1:2381/metrics"
-`
-
 // Knobs are the sweep: update-agent's defaults with one setting changed.
 var Knobs = []struct{ ID, Config string }{
 	{"k-ioclass-besteffort", "[staging]\nio_scheduling_class = \"best-effort\"\n"},

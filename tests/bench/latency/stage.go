@@ -1,0 +1,227 @@
+package latency
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// recipe2020 is OpenShift's 2020 mitigation: bfq on the disk, the daemon at
+// Nice=10 and best-effort priority 6, per-object fsync in the host repo.
+func recipe2020(ctx context.Context, g Guest, l Layout) error {
+	dropIn := "[Service]\nNice=10\nIOSchedulingClass=best-effort\nIOSchedulingPriority=6\n"
+	if err := writeFile(ctx, g, "/run/systemd/system/rpm-ostreed.service.d/50-recipe2020.conf", dropIn); err != nil {
+		return err
+	}
+	_, err := sh(ctx, g, strings.Join([]string{
+		"echo bfq > /sys/block/" + l.Dev + "/queue/scheduler",
+		"ostree config --repo=" + l.Repo + " set core.per-object-fsync true",
+		"systemctl daemon-reload",
+		"systemctl restart rpm-ostreed",
+	}, " && "))
+	return err
+}
+
+// Window is when staging ran, in the guest's clock (Unix ns).
+type Window struct {
+	Start, End int64
+	Summary    string // update-agent stage-once's report line (guard freezes)
+	// AgentCPU is update-agent's user + system CPU time for the staging
+	// (the shell's `times` for its children; 0 for other stagers).
+	AgentCPU time.Duration
+	// Written is what the measured disk wrote during the staging
+	// (/sys/block/DEV/stat), all writers together: on the ostree guest,
+	// about the update's size when every object was pulled again.
+	Written int64
+}
+
+// Duration of the window.
+func (w Window) Duration() time.Duration { return time.Duration(w.End - w.Start) }
+
+// parseWindow reads the last line of a staging command's output: its
+// start and end (Unix ns) and the measured disk's sectors written before
+// and after (/sys/block/DEV/stat's seventh field).
+func parseWindow(out string) (Window, error) {
+	f := strings.Fields(lastLine(out))
+	if len(f) != 4 {
+		return Window{}, fmt.Errorf("staging window: %q", out)
+	}
+	var v [4]int64
+	for i := range v {
+		n, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return Window{}, fmt.Errorf("staging window: %q", out)
+		}
+		v[i] = n
+	}
+	return Window{Start: v[0], End: v[2], Written: (v[3] - v[1]) * 512}, nil
+}
+
+// stamp prints the time (Unix ns) and the sectors the disk dev wrote.
+func stamp(dev string) string {
+	return `echo $(date +%s%N) $(awk '{print $7}' /sys/block/` + dev + `/stat)`
+}
+
+// Stage stages the update as scenario s says and returns the window.
+func Stage(ctx context.Context, g Guest, l Layout, s Scenario) (Window, error) {
+	t0 := "t0=$(" + stamp(l.Dev) + ")"
+	t1 := "t1=$(" + stamp(l.Dev) + ")"
+	switch s.Stager {
+	case Naive, Recipe2020:
+		if s.Stager == Recipe2020 {
+			if err := recipe2020(ctx, g, l); err != nil {
+				return Window{}, err
+			}
+		}
+		upLog := l.Scratch + "/bench-upgrade.log"
+		out, err := sh(ctx, g, t0+`; rpm-ostree upgrade >`+upLog+` 2>&1 || { cat `+upLog+` >&2; exit 1; }; `+t1+`; echo $t0 $t1`)
+		if err != nil {
+			return Window{}, fmt.Errorf("staging (%s): %w", s.Stager, err)
+		}
+		return parseWindow(out)
+	case Agent:
+		if err := writeFile(ctx, g, "/etc/update-agent/config.d/50-bench.toml", l.agentBase()); err != nil {
+			return Window{}, err
+		}
+		if s.AgentConfig != "" {
+			if err := writeFile(ctx, g, "/etc/update-agent/config.d/60-scenario.toml", s.AgentConfig); err != nil {
+				return Window{}, err
+			}
+		}
+		// The agent's own staging path (policy, scheduler, drop-in, guard),
+		// without lock or reboot; it undoes its policy before it exits.
+		cmd := "update-agent stage-once"
+		if s.Wrap != "" {
+			cmd = s.Wrap + " " + cmd
+		}
+		prof, base := l.profilePath(), l.Scratch+"/bench-stage"
+		if s.Profile {
+			cmd += " --cpuprofile " + prof
+		}
+		out, err := sh(ctx, g, `mkdir -p `+l.Scratch+`; rm -f `+prof+`; `+t0+`; `+cmd+` >`+base+`.out 2>`+l.stageLog()+` || { tail -n 40 `+l.stageLog()+` >&2; exit 1; }; `+t1+`; times >`+base+`.times; cat `+base+`.out; echo $t0 $t1`)
+		if err != nil {
+			return Window{}, fmt.Errorf("staging (update-agent stage-once): %w", err)
+		}
+		w, err := parseWindow(out)
+		if err != nil {
+			return Window{}, err
+		}
+		w.Summary = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(out), lastLine(out)))
+		times, err := sh(ctx, g, "cat "+base+".times")
+		if err != nil {
+			return Window{}, err
+		}
+		if w.AgentCPU, err = ChildrenCPU(times); err != nil {
+			return Window{}, err
+		}
+		return w, nil
+	case CPUBurn:
+		var props []string
+		for _, p := range strings.Split(s.Burn, "\n") {
+			props = append(props, "-p "+q(p))
+		}
+		n, err := sh(ctx, g, "nproc")
+		if err != nil {
+			return Window{}, err
+		}
+		// One sha256sum of /dev/zero per CPU: all CPU, no I/O. ($$ is a $
+		// to systemd, which expands the command line.)
+		out, err := sh(ctx, g, fmt.Sprintf(`%s; systemd-run -q --wait --collect --unit=bench-burn %s -- /bin/sh -c 'for i in $$(seq 1 %s); do timeout %d sha256sum /dev/zero & done; wait' >/dev/null 2>&1; %s; echo $t0 $t1`,
+			t0, strings.Join(props, " "), strings.TrimSpace(n), int(BurnFor.Seconds()), t1))
+		if err != nil {
+			return Window{}, fmt.Errorf("burning CPU: %w", err)
+		}
+		return parseWindow(out)
+	}
+	return Window{}, fmt.Errorf("scenario %s stages nothing", s.ID)
+}
+
+// Loads are the etcd-like fio job and the put load on the etcd member,
+// running as units so a scenario's policy can tell them from the stager.
+type Loads struct {
+	Dir     string // result directory in the guest
+	StartNS int64  // guest clock when the loads started
+}
+
+// StartLoads starts both loads; results go to dir.
+func StartLoads(ctx context.Context, g Guest, dir, fioDir string, job []string, putRate int) (Loads, error) {
+	fio := "fio " + strings.Join(quoteAll(job), " ") + " --output=" + q(dir+"/fio.json")
+	out, err := sh(ctx, g, strings.Join([]string{
+		"rm -rf " + q(dir) + " && mkdir -p " + q(dir),
+		"rm -rf " + q(fioDir) + " && mkdir -p " + q(fioDir),
+		"echo $(date +%s%N)",
+		"systemd-run -q --unit=bench-fio --collect -p KillSignal=SIGINT -- " + fio,
+		fmt.Sprintf("systemd-run -q --unit=bench-put --collect -- /usr/local/bin/putload -rate %d -out %s", putRate, q(dir+"/etcd")),
+	}, " && "))
+	if err != nil {
+		return Loads{}, err
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(strings.Split(strings.TrimSpace(out), "\n")[0]), 10, 64)
+	if err != nil {
+		return Loads{}, fmt.Errorf("load start time: %q", out)
+	}
+	return Loads{Dir: dir, StartNS: ns}, nil
+}
+
+// StopLoads stops both loads (fio writes its report on SIGINT, putload its
+// last scrape on SIGTERM) and waits until they are gone.
+func StopLoads(ctx context.Context, g Guest) error {
+	_, err := sh(ctx, g, `systemctl stop bench-fio bench-put 2>/dev/null; for i in $(seq 1 120); do systemctl -q is-active bench-fio bench-put || exit 0; sleep 0.5; done; exit 1`)
+	return err
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = q(s)
+	}
+	return out
+}
+
+// profilePath is where stage-once writes its CPU profile in the guest,
+// stageLog its log.
+func (l Layout) profilePath() string { return l.Scratch + "/bench-stage.pprof" }
+func (l Layout) stageLog() string    { return l.Scratch + "/bench-stage.log" }
+
+// FetchBinary copies a binary file out of the guest (base64 on the way).
+func FetchBinary(ctx context.Context, g Guest, path string) ([]byte, error) {
+	out, err := sh(ctx, g, "base64 -w0 "+q(path))
+	if err != nil {
+		return nil, err
+	}
+	return base64.StdEncoding.DecodeString(strings.TrimSpace(out))
+}
+
+// Fetch copies a file out of the guest by printing it.
+func Fetch(ctx context.Context, g Guest, path string) ([]byte, error) {
+	out, err := sh(ctx, g, "cat "+q(path))
+	return []byte(out), err
+}
+
+// ChildrenCPU reads the shell's `times` output (bash: "0m1.234s 0m0.567s",
+// dash: "0m1.234000s 0m0.567000s"; the second line is the children's user
+// and system time) into their sum.
+func ChildrenCPU(times string) (time.Duration, error) {
+	lines := strings.Split(strings.TrimSpace(times), "\n")
+	if len(lines) < 2 {
+		return 0, fmt.Errorf("times output %q: want two lines", times)
+	}
+	var total time.Duration
+	f := strings.Fields(lines[1])
+	if len(f) != 2 {
+		return 0, fmt.Errorf("times output %q", times)
+	}
+	for _, v := range f {
+		m, s, ok := strings.Cut(strings.TrimSuffix(v, "s"), "m")
+		mins, err1 := strconv.Atoi(m)
+		secs, err2 := strconv.ParseFloat(s, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return 0, fmt.Errorf("times output %q", times)
+		}
+		total += time.Duration((float64(mins)*60 + secs) * float64(time.Second))
+	}
+	return total, nil
+}
