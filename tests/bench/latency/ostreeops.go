@@ -70,8 +70,8 @@ func resetOstree(ctx context.Context, g Guest, l Layout, base, update string) er
 	_, err := sh(ctx, g, strings.Join([]string{
 		"systemctl stop update-agent rpm-ostreed 2>/dev/null; systemctl reset-failed update-agent rpm-ostreed 2>/dev/null; true",
 		"rm -rf /var/lib/update-agent /etc/update-agent/config.d/* /run/systemd/system/rpm-ostreed.service.d " + l.Scratch + "/bench-*",
-		// What the 2020 recipe set.
-		"(ostree config --repo=" + l.Repo + " unset core.per-object-fsync 2>/dev/null; true)",
+		// What the 2020 recipe set, back to standin-init's.
+		"ostree config --repo=" + l.Repo + " set core.per-object-fsync false",
 		"echo " + update + " > " + l.UpdateRepo + "/refs/heads/os/stable",
 		"echo none > /sys/block/" + l.Dev + "/queue/scheduler",
 		"systemctl daemon-reload",
@@ -139,7 +139,7 @@ func measureReboots(ctx context.Context, g Guest, l Layout, d Disk, base, update
 		}
 		if staged {
 			logf("%s: staging the update (unthrottled, unlocked) for a finalizing reboot", d.Name)
-			if _, err := sh(ctx, g, "rpm-ostree upgrade >"+l.Scratch+"/bench-upgrade.log 2>&1 && ostree admin status | grep -q '"+update+".0 (staged)' && test ! -e /run/ostree/staged-deployment-locked && sync && echo 3 > /proc/sys/vm/drop_caches"); err != nil {
+			if _, err := sh(ctx, g, "rpm-ostree upgrade >"+l.Scratch+"/bench-upgrade.log 2>&1 && ostree admin status | grep -Eq '"+update+"[.][0-9]+ [(]staged[)]' && test ! -e /run/ostree/staged-deployment-locked && sync && echo 3 > /proc/sys/vm/drop_caches"); err != nil {
 				return out, fmt.Errorf("staging for the finalizing reboot: %w", err)
 			}
 		}
