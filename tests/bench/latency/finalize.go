@@ -128,9 +128,14 @@ func RebootTable(rs []Reboot) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-22s %-8s %10s %12s %13s\n", "disk", "staged", "reboot_s", "shutdown_s", "finalize_s")
 	for _, r := range rs {
+		// The unit runs once anything was staged in that boot (its .path
+		// unit), so a reboot with nothing staged may still stop it.
 		staged, fin := "no", "-"
 		if r.Staged {
-			staged, fin = "yes", fmt.Sprintf("%.1f", r.Finalize.Seconds())
+			staged = "yes"
+		}
+		if r.Finalize > 0 {
+			fin = fmt.Sprintf("%.1f", r.Finalize.Seconds())
 		}
 		fmt.Fprintf(&b, "%-22s %-8s %10.1f %12.1f %13s\n", r.Disk, staged, r.Total.Seconds(), r.Shutdown.Seconds(), fin)
 	}
@@ -143,5 +148,5 @@ func rebootSection(rs []Reboot) string {
 	if len(rs) == 0 {
 		return ""
 	}
-	return "\n## Finalization at shutdown\n\nOn the ostree guest, under each disk's throttle (no load running): a reboot with nothing staged, then one that finalizes the update staged just before without the lock (ostree-finalize-staged.service's ExecStop, `ostree admin finalize-staged`, writes the new boot entry). reboot_s: the request until ssh answers and systemd has settled in the new boot (host clock); shutdown_s: the request until the old boot's last journal entry; finalize_s: that unit's stop job, from systemd's \"Stopping\" to its \"Stopped\" (journalctl -b -1 -u ostree-finalize-staged -o json). Each finalizing reboot booted the update.\n\n```\n" + RebootTable(rs) + "```\n"
+	return "\n## Finalization at shutdown\n\nOn the ostree guest, under each disk's throttle (no load running): a reboot with nothing staged, then one that finalizes the update staged just before without the lock (ostree-finalize-staged.service's ExecStop, `ostree admin finalize-staged`, writes the new boot entry). reboot_s: the request until ssh answers and systemd has settled in the new boot (host clock); shutdown_s: the request until the old boot's last journal entry; finalize_s: that unit's stop job, from systemd's \"Stopping\" to its \"Stopped\" (journalctl -b -1 -u ostree-finalize-staged -o json); its .path unit starts it once anything was staged in that boot, so after the scenarios' stagings it also stops, finding nothing, in a reboot with nothing staged (\"-\": it never ran). Each finalizing reboot booted the update.\n\n```\n" + RebootTable(rs) + "```\n"
 }

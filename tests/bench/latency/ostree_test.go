@@ -135,11 +135,13 @@ func TestFinalizeSpan(t *testing.T) {
 func TestRebootTable(t *testing.T) {
 	got := RebootTable([]Reboot{
 		{Disk: "xfs-500iops-20MBs", Total: 95 * time.Second, Shutdown: 12 * time.Second},
+		{Disk: "xfs-500iops-20MBs", Total: 96 * time.Second, Shutdown: 13 * time.Second, Finalize: 1240 * time.Millisecond},
 		{Disk: "xfs-500iops-20MBs", Staged: true, Total: 130 * time.Second, Shutdown: 40 * time.Second, Finalize: 27500 * time.Millisecond},
 	})
 	lines := strings.Split(strings.TrimSpace(got), "\n")
-	if len(lines) != 3 || strings.Join(strings.Fields(lines[1]), " ") != "xfs-500iops-20MBs no 95.0 12.0 -" ||
-		strings.Join(strings.Fields(lines[2]), " ") != "xfs-500iops-20MBs yes 130.0 40.0 27.5" {
+	if len(lines) != 4 || strings.Join(strings.Fields(lines[1]), " ") != "xfs-500iops-20MBs no 95.0 12.0 -" ||
+		strings.Join(strings.Fields(lines[2]), " ") != "xfs-500iops-20MBs no 96.0 13.0 1.2" ||
+		strings.Join(strings.Fields(lines[3]), " ") != "xfs-500iops-20MBs yes 130.0 40.0 27.5" {
 		t.Errorf("table:\n%s", got)
 	}
 	if rebootSection(nil) != "" || !strings.Contains(rebootSection([]Reboot{{Disk: "d"}}), "## Finalization at shutdown") {
