@@ -66,21 +66,21 @@ func run() error {
 	}
 	defer g.Stop()
 	say("guest up (%s); installing update-agent.service, the stand-in's rpm-ostreed.service and an etcd member", g.Accel())
-	if err := latency.Install(ctx, g, bins, repo); err != nil {
+	if err := latency.Install(ctx, g, latency.Plain, bins, repo); err != nil {
 		return err
 	}
 	if err := persistAcrossReboot(ctx, g); err != nil {
 		return err
 	}
 	say("publishing an OS update of %s (rpm-ostree stand-in, real ostree)", size)
-	base, update, err := latency.MakeUpdates(ctx, g, size, latency.FilesFor(size))
+	base, update, err := latency.MakeUpdates(ctx, g, latency.Plain, size, latency.FilesFor(size))
 	if err != nil {
 		return err
 	}
-	if err := latency.Reset(ctx, g, base, update); err != nil {
+	if err := latency.Reset(ctx, g, latency.Plain, base, update); err != nil {
 		return err
 	}
-	if err := latency.StartEtcd(ctx, g, false); err != nil {
+	if err := latency.StartEtcd(ctx, g, latency.Plain, false); err != nil {
 		return err
 	}
 	say("throttling the data disk like a small cloud disk: %d IOPS, %d MB/s (qemu, outside the guest)", disk.IOPS, disk.BPS/1_000_000)
@@ -152,7 +152,7 @@ func run() error {
 // measure runs the loads around body and fetches what they recorded.
 func measure(ctx context.Context, g *guest.Guest, dir string, job func(string) []string, body func() (latency.Window, error)) (latency.Measured, error) {
 	m := latency.Measured{Disk: disk, PutRate: putRate}
-	loads, err := latency.StartLoads(ctx, g, dir, job(dir), putRate)
+	loads, err := latency.StartLoads(ctx, g, dir, latency.Plain.FioDir, job(dir), putRate)
 	if err != nil {
 		return m, err
 	}
