@@ -100,14 +100,14 @@ func TestParseJournal(t *testing.T) {
 
 {"MESSAGE":[104,105],"PRIORITY":"6"}
 `
-	got, err := parseJournal([]byte(in))
+	got, err := ParseJournal([]byte(in))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 2 || got[0]["VERSION"] != "1.2" || got[1]["PRIORITY"] != "6" {
-		t.Fatalf("parseJournal = %v", got)
+		t.Fatalf("ParseJournal = %v", got)
 	}
-	if _, err := parseJournal([]byte("{\"A\":1}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
+	if _, err := ParseJournal([]byte("{\"A\":1}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Fatalf("bad line: err = %v, want one naming line 2", err)
 	}
 }

@@ -226,10 +226,11 @@ func (g *Guest) Journal(ctx context.Context, unit string) ([]map[string]any, err
 	if code != 0 {
 		return nil, fmt.Errorf("%s: exit %d: %s", cmd, code, strings.TrimSpace(stderr))
 	}
-	return parseJournal([]byte(out))
+	return ParseJournal([]byte(out))
 }
 
-func parseJournal(b []byte) ([]map[string]any, error) {
+// ParseJournal reads journalctl -o json: one object a line.
+func ParseJournal(b []byte) ([]map[string]any, error) {
 	var entries []map[string]any
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 1<<20), 16<<20)

@@ -1,14 +1,13 @@
 package latency
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/update-agent/update-agent/tests/guest"
 )
 
 // Deployment is one deployment of `ostree admin status`.
@@ -47,25 +46,6 @@ const (
 	msgUnitStopped  = "9d1aaa27d60140bd96365438aad20286"
 )
 
-// journalEntries reads journalctl -o json (one object a line).
-func journalEntries(b []byte) ([]map[string]any, error) {
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		var e map[string]any
-		if err := json.Unmarshal(line, &e); err != nil {
-			return nil, fmt.Errorf("journal line %d: %w", n, err)
-		}
-		out = append(out, e)
-	}
-	return out, sc.Err()
-}
-
 // entryTime is an entry's __REALTIME_TIMESTAMP (µs) in Unix ns.
 func entryTime(e map[string]any) (int64, error) {
 	s, _ := e["__REALTIME_TIMESTAMP"].(string)
@@ -78,7 +58,7 @@ func entryTime(e map[string]any) (int64, error) {
 
 // lastEntryTime is the time (Unix ns) of the last entry of a journal.
 func lastEntryTime(b []byte) (int64, error) {
-	es, err := journalEntries(b)
+	es, err := guest.ParseJournal(b)
 	if err != nil {
 		return 0, err
 	}
@@ -95,7 +75,7 @@ func lastEntryTime(b []byte) (int64, error) {
 // is a shutdown that finalized nothing: zero. A stop that started and
 // never ended (the journal stopped first) is an error.
 func FinalizeSpan(journal []byte) (time.Duration, error) {
-	es, err := journalEntries(journal)
+	es, err := guest.ParseJournal(journal)
 	if err != nil {
 		return 0, err
 	}

@@ -18,16 +18,9 @@ import (
 // sysroot on the data disk, made again on each filesystem of the plan.
 func (r *run) plainGuest(ctx context.Context, t *testing.T, opts guest.Options, bins Binaries, repo string) {
 	r.logf("booting the guest (%d vCPUs)", opts.CPUs)
-	g, err := guest.Start(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := r.startGuest(ctx, t, opts, bins, repo)
 	defer g.Stop()
-	r.g = g
-	r.logf("guest %s (accel %s); installing", g, g.Accel())
-	if err := Install(ctx, g, r.l, bins, repo); err != nil {
-		t.Fatal(err)
-	}
+	var err error
 	if err := throttle(ctx, g, r.l, 0, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -66,16 +59,9 @@ func (r *run) ostreeGuest(ctx context.Context, t *testing.T, opts guest.Options,
 	// plain guest's data disk's do ("unsafe" would drop them).
 	opts.Ostree, opts.RootFS, opts.RootDiskCache = true, grp.FS, "writeback"
 	r.logf("booting the ostree guest, root %s (%d vCPUs)", grp.FS, opts.CPUs)
-	g, err := guest.Start(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := r.startGuest(ctx, t, opts, bins, repo)
 	defer g.Stop()
-	r.g = g
-	r.logf("guest %s (accel %s); installing", g, g.Accel())
-	if err := Install(ctx, g, r.l, bins, repo); err != nil {
-		t.Fatal(err)
-	}
+	var err error
 	if out, err := sh(ctx, g, "findmnt -no FSTYPE /sysroot; df -h /sysroot "+DataDir); err == nil {
 		r.logf("root filesystem:\n%s", out)
 	}
@@ -102,6 +88,22 @@ func (r *run) ostreeGuest(ctx context.Context, t *testing.T, opts guest.Options,
 			t.Fatal(err)
 		}
 	}
+}
+
+// startGuest boots a guest with opts and installs the binaries and units
+// in it; the caller stops it.
+func (r *run) startGuest(ctx context.Context, t *testing.T, opts guest.Options, bins Binaries, repo string) *guest.Guest {
+	g, err := guest.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.g = g
+	r.logf("guest %s (accel %s); installing", g, g.Accel())
+	if err := Install(ctx, g, r.l, bins, repo); err != nil {
+		g.Stop()
+		t.Fatal(err)
+	}
+	return g
 }
 
 // disk runs every scenario of disk d, BENCH_REPS times interleaved, on the
