@@ -56,13 +56,14 @@ var Ostree = Layout{
 	StagingPaths: []string{"/sysroot", "/var/lib/etcd"},
 }
 
-// LayoutFor is the layout BENCH_GUEST names: "" or "plain", or "ostree".
+// LayoutFor is the layout BENCH_GUEST names: "" or "ostree" (the default:
+// staging writes what an rpm-ostree host writes), or "plain".
 func LayoutFor(name string) (Layout, error) {
 	switch name {
-	case "", "plain":
-		return Plain, nil
-	case "ostree":
+	case "", "ostree":
 		return Ostree, nil
+	case "plain":
+		return Plain, nil
 	}
 	return Layout{}, fmt.Errorf("BENCH_GUEST=%q: want plain or ostree", name)
 }
@@ -123,7 +124,7 @@ func (l Layout) Check(p Plan) error {
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("BENCH_GUEST=ostree: etcd on its own filesystem has no equivalent on the ostree guest (etcd shares the root filesystem, as on RHCOS): %s", strings.Join(bad, ", "))
+		return fmt.Errorf("the ostree guest (BENCH_GUEST unset or ostree) has no equivalent of etcd on its own filesystem (etcd shares the root filesystem, as on RHCOS); run these with BENCH_GUEST=plain: %s", strings.Join(bad, ", "))
 	}
 	return nil
 }
@@ -155,7 +156,7 @@ func GroupByFS(disks []Disk) []FSGroup {
 // Describe says in the results where staging wrote.
 func (l Layout) Describe() string {
 	if l.Ostree {
-		return "ostree-booted (BENCH_GUEST=ostree): ostree's own deploy (pull, checkout, /etc merge) into the booted sysroot on the throttled root disk (vda, XFS or ext4 per disk setting), etcd and the fio job on the same filesystem (/var), the update server on an unthrottled disk"
+		return "ostree-booted (BENCH_GUEST unset or ostree): ostree's own deploy (pull, checkout, /etc merge) into the booted sysroot on the throttled root disk (vda, XFS or ext4 per disk setting), etcd and the fio job on the same filesystem (/var), the update server on an unthrottled disk"
 	}
 	return "plain: the stand-in's sysroot, etcd and the fio job on the throttled data disk (vdb, XFS or ext4 per disk setting), the update server on the unthrottled root disk"
 }

@@ -14,7 +14,7 @@ const (
 )
 
 func TestLayoutFor(t *testing.T) {
-	for in, want := range map[string]bool{"": false, "plain": false, "ostree": true} {
+	for in, want := range map[string]bool{"": true, "plain": false, "ostree": true} {
 		l, err := LayoutFor(in)
 		if err != nil || l.Ostree != want {
 			t.Errorf("LayoutFor(%q) = ostree %v, %v", in, l.Ostree, err)
