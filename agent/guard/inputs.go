@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -44,11 +43,31 @@ type Inputs struct {
 
 	lastScrape time.Time
 	lastHists  map[string]Histogram
-	// Kept between reads: each was an allocation every read.
+	// Kept between reads: each was an allocation every read, the files
+	// an open(2) each.
 	client    *http.Client
 	scanBuf   []byte
-	fileBuf   []byte
-	statPaths []string
+	statFiles []*KernelFile
+	psiFile   *KernelFile
+	// pread, when set, is the files' (tests inject the kernel's failures).
+	pread func(fd int, p []byte, off int64) (int, error)
+}
+
+// Close closes the kept files and the kept connection to etcd.
+func (in *Inputs) Close() error {
+	var errs []error
+	for _, f := range in.statFiles {
+		errs = append(errs, f.Close())
+	}
+	in.statFiles = nil
+	if in.psiFile != nil {
+		errs = append(errs, in.psiFile.Close())
+		in.psiFile = nil
+	}
+	if in.client != nil {
+		in.client.CloseIdleConnections()
+	}
+	return errors.Join(errs...)
 }
 
 // Read takes one reading. It returns what it could read together with the
@@ -81,85 +100,55 @@ func (in *Inputs) Read(ctx context.Context) (Reading, error) {
 	}
 	if len(in.Disks) > 0 {
 		r.Disks = make(map[string]DiskStat, len(in.Disks))
-		if len(in.statPaths) != len(in.Disks) {
+		if len(in.statFiles) != len(in.Disks) {
 			root := in.SysRoot
 			if root == "" {
 				root = "/sys"
 			}
-			in.statPaths = make([]string, len(in.Disks))
+			for _, f := range in.statFiles {
+				f.Close()
+			}
+			in.statFiles = make([]*KernelFile, len(in.Disks))
 			for i, d := range in.Disks {
-				in.statPaths[i] = filepath.Join(root, "block", d, "stat")
+				in.statFiles[i] = &KernelFile{Path: filepath.Join(root, "block", d, "stat"), Pread: in.pread}
 			}
 		}
 		for i, d := range in.Disks {
-			p := in.statPaths[i]
-			b, err := in.readFile(p)
+			f := in.statFiles[i]
+			b, err := f.Read()
 			if err == nil {
 				var ds DiskStat
 				if ds, err = ParseDiskStat(string(b)); err == nil {
 					r.Disks[d] = ds
 					continue
 				}
+				err = fmt.Errorf("reading %s: %w", f.Path, err)
 			}
-			errs = append(errs, fmt.Errorf("reading %s: %w", p, err))
+			errs = append(errs, err)
 		}
 	}
 	if in.PressureFile != "" {
-		b, err := in.readFile(in.PressureFile)
+		if in.psiFile == nil || in.psiFile.Path != in.PressureFile {
+			if in.psiFile != nil {
+				in.psiFile.Close()
+			}
+			in.psiFile = &KernelFile{Path: in.PressureFile, Pread: in.pread}
+		}
+		b, err := in.psiFile.Read()
 		if err == nil {
 			var p Pressure
 			if p, err = ParsePressure(string(b)); err == nil {
 				r.Pressure = &p
 			}
+			if err != nil {
+				err = fmt.Errorf("reading %s: %w", in.PressureFile, err)
+			}
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("reading %s: %w", in.PressureFile, err))
+			errs = append(errs, err)
 		}
 	}
 	return r, errors.Join(errs...)
-}
-
-// readFile reads a small kernel file into the reused buffer: open, read,
-// close, where os.ReadFile also stats, sets the descriptor non-blocking,
-// reads once more for EOF and allocates the file and the buffer (the
-// reads run every tick, 4 a second, for each disk and the PSI file).
-// The file is opened each time, as before: a cgroup's io.pressure is gone
-// when etcd's unit restarts, and a fresh open follows it.
-func (in *Inputs) readFile(name string) ([]byte, error) {
-	fd, err := openRead(name)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: name, Err: err}
-	}
-	defer syscall.Close(fd)
-	if in.fileBuf == nil {
-		in.fileBuf = make([]byte, 4096)
-	}
-	b := in.fileBuf[:0]
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // grow
-		}
-		n, err := syscall.Read(fd, b[len(b):cap(b)])
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err != nil:
-			return nil, &os.PathError{Op: "read", Path: name, Err: err}
-		case n == 0:
-			in.fileBuf = b[:0]
-			return b, nil
-		}
-		b = b[:len(b)+n]
-	}
-}
-
-func openRead(name string) (int, error) {
-	for {
-		fd, err := syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-		if err != syscall.EINTR {
-			return fd, err
-		}
-	}
 }
 
 // usedHists are the families the guard parses; every other is skipped.

@@ -150,7 +150,7 @@ func TestInputsAndWindow(t *testing.T) {
 	os.WriteFile(psi, []byte("some avg10=0 avg60=0 avg300=0 total=0\nfull avg10=0 avg60=0 avg300=0 total=0\n"), 0o644)
 
 	clk := clockwork.NewFakeClockAt(t0)
-	in := &Inputs{MetricsURL: srv.URL, SysRoot: sys, Disks: []string{"vdb"}, PressureFile: psi, Clock: clk}
+	in := &Inputs{MetricsURL: srv.URL, SysRoot: sys, Disks: []string{"vdb"}, PressureFile: psi, Clock: clk, pread: preadLikeKernfs}
 	w := Window{Span: time.Second}
 	r, err := in.Read(context.Background())
 	if err != nil {

@@ -127,7 +127,7 @@ func TestKernelFilesReadWholeIntoTheReusedBuffer(t *testing.T) {
 	if err := os.WriteFile(psi, []byte(long), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	in := &Inputs{PressureFile: psi}
+	in := &Inputs{PressureFile: psi, pread: preadLikeKernfs}
 	r, err := in.Read(context.Background())
 	if err != nil || r.Pressure == nil || r.Pressure.SomeTotal.Seconds() != 2 || r.Pressure.FullTotal.Seconds() != 1 {
 		t.Fatalf("%+v %v", r.Pressure, err)

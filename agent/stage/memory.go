@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/systemd"
 )
 
@@ -72,6 +73,12 @@ type memoryPacer struct {
 	interval  time.Duration
 	set       map[string]uint64 // the MemoryHigh each unit was last given
 	dirs      map[string]string // each running unit's cgroup directory
+	// files are each running unit's memory.current and memory.stat, kept
+	// open: two opens a second per unit were most of the pacer's CPU in
+	// the TCG guest.
+	files map[string]*[2]guard.KernelFile
+	// pread, when set, is the files' (tests inject the kernel's failures).
+	pread func(fd int, p []byte, off int64) (int, error)
 }
 
 // memoryPacer returns the pacer for the staging unit and the daemon, or nil
@@ -104,6 +111,7 @@ func (p *memoryPacer) run(ctx context.Context, log *slog.Logger) {
 	logged := map[string]bool{}
 	tick := time.NewTicker(p.interval)
 	defer tick.Stop()
+	defer p.close()
 	for {
 		for _, u := range p.units {
 			was := p.set[u]
@@ -130,15 +138,26 @@ func (p *memoryPacer) step(ctx context.Context, unit string) error {
 	if err != nil || dir == "" {
 		return err // "": rpm-ostreed between transactions: its next start gets the fixed bound
 	}
-	cur, err := os.ReadFile(filepath.Join(dir, "memory.current"))
+	f := p.files[unit]
+	if f == nil {
+		f = &[2]guard.KernelFile{{Path: filepath.Join(dir, "memory.current"), Pread: p.pread},
+			{Path: filepath.Join(dir, "memory.stat"), Pread: p.pread}}
+		if p.files == nil {
+			p.files = map[string]*[2]guard.KernelFile{}
+		}
+		p.files[unit] = f
+	}
+	// The cgroup removed, the kept files fail, and their reopen finds
+	// nothing: the unit stopped, look it up again next time.
+	cur, err := f[0].Read()
 	if errors.Is(err, fs.ErrNotExist) {
-		delete(p.dirs, unit) // the unit stopped: look it up again next time
+		p.forget(unit)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	stat, err := os.ReadFile(filepath.Join(dir, "memory.stat"))
+	stat, err := f[1].Read()
 	if err != nil {
 		return err
 	}
@@ -162,6 +181,22 @@ func (p *memoryPacer) step(ctx context.Context, unit string) error {
 	}
 	p.set[unit] = want
 	return nil
+}
+
+// forget drops what the pacer knows of a unit that stopped.
+func (p *memoryPacer) forget(unit string) {
+	delete(p.dirs, unit)
+	if f := p.files[unit]; f != nil {
+		f[0].Close()
+		f[1].Close()
+		delete(p.files, unit)
+	}
+}
+
+func (p *memoryPacer) close() {
+	for u := range p.files {
+		p.forget(u)
+	}
 }
 
 // cgroup is unit's cgroup directory, "" while it does not run. It asks
