@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/jonboulle/clockwork"
-	"golang.org/x/sys/unix"
 )
 
 // Source reads the guard's inputs.
@@ -185,49 +182,6 @@ func (c *capReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.left -= int64(n)
 	return n, err
-}
-
-// scrapeReadBuffer is the transport's read buffer. At the default 4 KB,
-// a scrape of etcd's ~180 KB chunked body took one read(2) per 4 KB
-// chunk; in the TCG guest the scrape's reads were 18 % of stage-once's
-// CPU (profiled, floor-300MiB-2). A buffer that holds the whole body
-// takes whatever the socket has in one call.
-const scrapeReadBuffer = 256 << 10
-
-// scrapeLowWater is the socket's SO_RCVLOWAT: the reader is woken when
-// this much has arrived, or the server closed the connection, not for
-// every 4 KB chunk etcd writes as it renders. The larger buffer alone
-// did not help in the guest (cpu-300MiB-1): etcd renders more slowly
-// than the agent reads, so each read found one chunk, and each wake-up
-// cost a pass of Go's scheduler and netpoller.
-const scrapeLowWater = 128 << 10
-
-// newScrapeClient is the metrics client. Each scrape has a connection
-// of its own, which etcd closes after the response: with the low-water
-// mark, that close is what wakes the reader for the body's tail (a kept
-// connection would hold the tail below the mark until the timeout).
-// wrap, when non-nil, wraps each connection (tests count its reads).
-func newScrapeClient(wrap func(net.Conn) net.Conn) *http.Client {
-	d := &net.Dialer{Timeout: 2 * time.Second, Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, scrapeLowWater)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.ReadBufferSize = scrapeReadBuffer
-	t.DisableKeepAlives = true
-	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil || wrap == nil {
-			return c, err
-		}
-		return wrap(c), nil
-	}
-	return &http.Client{Timeout: 2 * time.Second, Transport: t}
 }
 
 func (in *Inputs) fetch(ctx context.Context) (map[string]Histogram, error) {
