@@ -43,7 +43,7 @@ type Inputs struct {
 	// Kept between reads: each was an allocation every read, the files
 	// an open(2) each.
 	client    *http.Client
-	scanBuf   []byte
+	body      []byte
 	statFiles []*KernelFile
 	psiFile   *KernelFile
 	// pread, when set, is the files' (tests inject the kernel's failures).
@@ -184,6 +184,26 @@ func (c *capReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// readAll is io.ReadAll into buf, kept by the caller for the next body.
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, 64<<10)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // grow
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
 func (in *Inputs) fetch(ctx context.Context) (map[string]Histogram, error) {
 	c := in.HTTP
 	if c == nil {
@@ -211,10 +231,12 @@ func (in *Inputs) fetch(ctx context.Context) (map[string]Histogram, error) {
 		return nil, fmt.Errorf("reading etcd metrics %s: %s", in.MetricsURL, resp.Status)
 	}
 	body := &capReader{r: resp.Body, left: MaxMetricsBody}
-	if in.scanBuf == nil {
-		in.scanBuf = make([]byte, 0, scanBuf)
+	b, err := readAll(body, in.body[:0])
+	in.body = b[:0]
+	var h map[string]Histogram
+	if err == nil {
+		h, err = parseHistograms(b, usedHists)
 	}
-	h, err := parseHistograms(body, in.scanBuf, usedHists)
 	if body.over {
 		return nil, fmt.Errorf("reading etcd metrics %s: body larger than %d bytes, not etcd's /metrics", in.MetricsURL, MaxMetricsBody)
 	}
