@@ -438,9 +438,8 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rep *Report) 
 		src, closeInputs = in, func() { _ = in.Close() }
 	}
 	if s.o.WriteRateAuto && len(disks) > 0 {
-		gopts.Rate = guard.RateOptions{Config: s.o.WriteRate, Set: func(ctx context.Context, rate uint64) error {
-			return s.setWriteRate(ctx, disks, rate)
-		}}
+		rw := &rateWriter{s: s, disks: disks}
+		gopts.Rate = guard.RateOptions{Config: s.o.WriteRate, Set: rw.set}
 	}
 	g, err := guard.New(gopts, src, s.d.Systemd)
 	if err != nil {
