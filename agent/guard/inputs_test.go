@@ -266,6 +266,12 @@ func TestMetricsEverySpacesScrapes(t *testing.T) {
 	if scrapes != 2 || fmt.Sprint(got) != "[10 10 10 10 20 20]" {
 		t.Errorf("%d scrapes, WAL totals %v; want 2 scrapes, [10 10 10 10 20 20]", scrapes, got)
 	}
+	// A read a hair early (the last one's tick came late) scrapes: the
+	// next tick would be a quarter of a second late.
+	clk.Advance(495 * time.Millisecond) // 995 ms after the last scrape
+	if _, err := in.Read(context.Background()); err != nil || scrapes != 3 {
+		t.Errorf("%d scrapes (%v) for a read 995 ms after the last, want 3", scrapes, err)
+	}
 }
 
 // TestMetricsBodyBounded: a /metrics body past MaxMetricsBody is refused

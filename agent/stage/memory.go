@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/systemd"
 )
@@ -79,6 +81,7 @@ type memoryPacer struct {
 	files map[string]*[2]guard.KernelFile
 	// pread, when set, is the files' (tests inject the kernel's failures).
 	pread func(fd int, p []byte, off int64) (int, error)
+	clock clockwork.Clock // nil: the real one
 }
 
 // memoryPacer returns the pacer for the staging unit and the daemon, or nil
@@ -109,8 +112,16 @@ func (s *Stager) memoryPacer(ctx context.Context, j *journal, stagingUnit string
 // returned: the fixed bound stays, and staging goes on.
 func (p *memoryPacer) run(ctx context.Context, log *slog.Logger) {
 	logged := map[string]bool{}
-	tick := time.NewTicker(p.interval)
-	defer tick.Stop()
+	clk := p.clock
+	if clk == nil {
+		clk = clockwork.NewRealClock()
+	}
+	var tick clockwork.Timer
+	defer func() {
+		if tick != nil {
+			tick.Stop()
+		}
+	}()
 	defer p.close()
 	for {
 		for _, u := range p.units {
@@ -125,10 +136,19 @@ func (p *memoryPacer) run(ctx context.Context, log *slog.Logger) {
 					"memory_high_mib", p.set[u]/mib, "page_cache_allowance_mib", p.allowance/mib)
 			}
 		}
+		// On the guard's grid: every fourth of its ticks wakes the process
+		// for both.
+		now := clk.Now()
+		wait := guard.NextTick(now, p.interval).Sub(now)
+		if tick == nil {
+			tick = clk.NewTimer(wait)
+		} else {
+			tick.Reset(wait)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.Chan():
 		}
 	}
 }

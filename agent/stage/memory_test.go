@@ -3,6 +3,8 @@ package stage
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/update-agent/update-agent/agent/systemd"
 )
@@ -209,5 +213,37 @@ func TestMemoryPacerKeepsTheCgroupFilesOpen(t *testing.T) {
 	}
 	if n := sys.lookups["s.service"]; n != 2 {
 		t.Errorf("%d systemd reads, want 2 (one lookup: the unit kept running)", n)
+	}
+}
+
+// The pacer steps on the whole seconds of the clock, as the guard ticks
+// (guard.NextTick), not a second after it started: the process then wakes
+// once for both.
+func TestMemoryPacerStepsOnTheGuardsGrid(t *testing.T) {
+	sys := newFakeSystemd(t.TempDir())
+	sys.unit("s.service") // not running: each step asks systemd once
+	clk := clockwork.NewFakeClockAt(time.Date(2026, 12, 3, 12, 0, 0, 300_000_000, time.UTC))
+	p := &memoryPacer{sys: sys, units: []string{"s.service"}, allowance: 32 * mib, interval: time.Second,
+		set: map[string]uint64{"s.service": 32 * mib}, clock: clk}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.run(ctx, slog.New(slog.NewTextHandler(io.Discard, nil))); close(done) }()
+	defer func() { cancel(); <-done }()
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	steps := func() int {
+		sys.mu.Lock()
+		defer sys.mu.Unlock()
+		return sys.lookups["s.service"]
+	}
+	if err := clk.BlockUntilContext(wctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(700 * time.Millisecond) // to the whole second
+	if err := clk.BlockUntilContext(wctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := steps(); n != 2 {
+		t.Errorf("%d steps by the whole second after starting 300 ms past one, want 2", n)
 	}
 }
