@@ -50,6 +50,14 @@ func TestParseCgroupMemory(t *testing.T) {
 	if err != nil || m != (cgroupMemory{Current: 4096, File: 2000}) {
 		t.Errorf("got %+v, %v", m, err)
 	}
+	// In place: a bufio.Scanner was 2 allocations and 4 KB a unit every
+	// second.
+	cur, st := []byte("4096\n"), []byte(strings.Repeat("anon_thp 0\nshmem 0\n", 20)+stat)
+	n := testing.AllocsPerRun(10, func() { parseCgroupMemory(cur, st) })
+	t.Logf("%.0f allocations a parse", n)
+	if n > 0 {
+		t.Errorf("%.0f allocations a parse, want none", n)
+	}
 	for _, bad := range []struct{ cur, stat string }{
 		{"max\n", stat},
 		{"4096\n", "anon 1000\nfile_dirty 5\n"},
