@@ -228,10 +228,11 @@ func TestScrapeReadsTheBodyInFewCalls(t *testing.T) {
 	scrapeWith(t, &http.Client{Transport: plain}, srv.URL)
 	t.Logf("read(2) calls after each scrape %v; plain transport %d", reads, plainConn.reads.Load())
 	// The first response has no size to go by; the next ones each take a
-	// wake-up at the mark and one or two for the tail.
+	// wake-up at the mark, one for the tail, and the read the transport
+	// leaves waiting for the next response (measured: 3).
 	for i := 1; i < len(reads); i++ {
-		if n := reads[i] - reads[i-1]; n > 5 {
-			t.Errorf("scrape %d: %d read(2) calls for a %d KB body written 4 KB at a time, want at most 5 (plain transport: %d)", i+1, n, len(body)>>10, plainConn.reads.Load())
+		if n := reads[i] - reads[i-1]; n > 4 {
+			t.Errorf("scrape %d: %d read(2) calls for a %d KB body written 4 KB at a time, want at most 4 (plain transport: %d)", i+1, n, len(body)>>10, plainConn.reads.Load())
 		}
 	}
 	if n := plainConn.reads.Load(); n < 20 {
@@ -263,8 +264,8 @@ func TestScrapeReadsASmallerBodyAfterTheWait(t *testing.T) {
 	}
 	before := (*conns)[0].reads.Load()
 	scrapeWith(t, client, srv.URL)
-	if d := (*conns)[0].reads.Load() - before; d > 5 {
-		t.Errorf("%d read(2) calls for the smaller body once its size was learned, want at most 5", d)
+	if d := (*conns)[0].reads.Load() - before; d > 4 {
+		t.Errorf("%d read(2) calls for the smaller body once its size was learned, want at most 4", d)
 	}
 }
 

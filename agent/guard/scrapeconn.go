@@ -23,8 +23,10 @@ const scrapeReadBuffer = 256 << 10
 // scrapeSlack is how far below the last response's size the next one's
 // low-water mark is. etcd's /metrics keeps its size within a few hundred
 // bytes between scrapes (the digits of its counters and gauges); the
-// tail above the mark, a few of etcd's 4 KB writes, is read as it comes.
-const scrapeSlack = 8 << 10
+// tail above the mark, etcd's last 4 KB write, is read as it comes: a
+// wake-up at the mark and one for the tail. A body that shrank by more
+// (a member removed, etcd restarted) waits for the mark's wait once.
+const scrapeSlack = 4 << 10
 
 // The wait for the mark before the body is read as it comes: twice the
 // last response's time, within these bounds. A body smaller than the
