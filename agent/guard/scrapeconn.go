@@ -39,14 +39,16 @@ const (
 
 // newScrapeClient is the metrics client. It keeps its connection to etcd
 // (a connection per scrape was 12 % of stage-once's CPU in the TCG
-// guest, cpu-300MiB-2) and wakes its reader about once a response
-// instead of once for each 4 KB chunk etcd writes as it renders (each
-// wake-up a pass of Go's scheduler and netpoller): the socket's
-// low-water mark (SO_RCVLOWAT) is set, for each response, a little below
-// the size of the last one. wrap, when non-nil, wraps each connection
+// guest, cpu-300MiB-2) and wakes its reader twice a response (near its
+// end, and for the tail) instead of once for each 4 KB chunk etcd writes
+// as it renders (each wake-up a pass of Go's scheduler and netpoller):
+// the socket's low-water mark (SO_RCVLOWAT) is set, for each response, a
+// little below the size of the last one. etcd sends /metrics chunked,
+// without a Content-Length; the client's first response, with no size to
+// go by, is read as it comes. wrap, when non-nil, wraps each connection
 // (tests count its reads).
 func newScrapeClient(wrap func(net.Conn) net.Conn) *http.Client {
-	lw := &scrapeSizes{}
+	sizes := &scrapeSizes{}
 	d := &net.Dialer{Timeout: 2 * time.Second}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.ReadBufferSize = scrapeReadBuffer
@@ -66,7 +68,7 @@ func newScrapeClient(wrap func(net.Conn) net.Conn) *http.Client {
 		if wrap != nil {
 			c = wrap(c)
 		}
-		return &lowWaterConn{Conn: c, raw: raw, sizes: lw}, nil
+		return &lowWaterConn{Conn: c, raw: raw, sizes: sizes}, nil
 	}
 	return &http.Client{Timeout: 2 * time.Second, Transport: t}
 }
