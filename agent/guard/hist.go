@@ -1,7 +1,7 @@
 package guard
 
 import (
-	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"math"
@@ -119,77 +119,48 @@ func TailQuantile(n uint64) float64 {
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // ParseHistograms reads the named histograms from a Prometheus text
-// exposition, summing label sets. It looks only at the lines of those
-// families: etcd's /metrics has ~180 KB in hundreds of families, and
-// parsing all of them into structures once a second was most of the
-// guard's CPU. Lines of other families are skipped by a prefix check on
-// the scanner's bytes, before any allocation (a string per line was
-// ~1,800 allocations a scrape).
+// exposition, summing label sets.
 func ParseHistograms(r io.Reader, names ...string) (map[string]Histogram, error) {
-	return parseHistograms(r, nil, names)
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("parsing metrics: %w", err)
+	}
+	return parseHistograms(body, names)
 }
 
-// scanBuf is the scanner's first buffer: a few reads of etcd's /metrics,
-// far above its longest line.
-const scanBuf = 64 << 10
+// ParseHistogramBytes is ParseHistograms of a body read whole.
+func ParseHistogramBytes(body []byte, names ...string) (map[string]Histogram, error) {
+	return parseHistograms(body, names)
+}
 
-// parseHistograms is ParseHistograms scanning with buf (nil: a new one),
-// so a caller that scrapes every second reuses it.
-func parseHistograms(r io.Reader, buf []byte, names []string) (map[string]Histogram, error) {
-	type acc struct {
-		byLE  map[float64]uint64
-		count uint64
-		seen  bool
-	}
-	accs := make([]acc, len(names))
-	if buf == nil {
-		buf = make([]byte, 0, scanBuf)
-	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(buf[:0], 1<<20)
-	for sc.Scan() {
-		b := sc.Bytes()
-		if len(b) == 0 || b[0] == '#' {
+// parseHistograms is ParseHistograms of a body read whole. It looks only
+// at the lines of the named families: etcd's /metrics has ~180 KB in
+// hundreds of families, and parsing all of them into structures once a
+// second was most of the guard's CPU. Other lines are skipped by a
+// prefix check in place, before any allocation (a string per line was
+// ~1,800 allocations a scrape), and without bufio.Scanner's call and
+// copy per line.
+func parseHistograms(body []byte, names []string) (map[string]Histogram, error) {
+	accs := make([]histAcc, len(names))
+	for rest := body; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		if len(line) == 0 || line[0] == '#' {
 			continue
 		}
-		for i, name := range names {
-			if !hasPrefix(b, name) {
+		for k, name := range names {
+			if !hasPrefix(line, name) {
 				continue
 			}
-			rest := b[len(name):]
-			isBucket := hasPrefix(rest, "_bucket{")
-			if !isBucket && !hasPrefix(rest, "_count{") && !hasPrefix(rest, "_count ") {
-				break // _sum, or a family whose name merely starts with ours
-			}
-			line := string(b)
-			restS := line[len(name):]
-			if isBucket {
-				le, v, err := bucketLine(restS[len("_bucket"):])
-				if err != nil {
-					return nil, fmt.Errorf("parsing metrics line %q: %w", line, err)
-				}
-				if accs[i].byLE == nil {
-					accs[i].byLE = map[float64]uint64{}
-				}
-				accs[i].byLE[le] += v
-				accs[i].seen = true
-				break
-			}
-			_, val, _ := strings.Cut(strings.TrimPrefix(restS, "_count"), " ")
-			if j := strings.LastIndexByte(restS, '}'); j >= 0 {
-				val = strings.TrimSpace(restS[j+1:])
-			}
-			v, err := counterValue(val)
-			if err != nil {
+			if err := accs[k].add(line[len(name):]); err != nil {
 				return nil, fmt.Errorf("parsing metrics line %q: %w", line, err)
 			}
-			accs[i].count += v
-			accs[i].seen = true
 			break
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("parsing metrics: %w", err)
 	}
 	out := map[string]Histogram{}
 	for i, name := range names {
@@ -212,6 +183,46 @@ func parseHistograms(r io.Reader, buf []byte, names []string) (map[string]Histog
 		out[name] = h
 	}
 	return out, nil
+}
+
+// histAcc sums a histogram's lines over its label sets.
+type histAcc struct {
+	byLE  map[float64]uint64
+	count uint64
+	seen  bool
+}
+
+// add adds a line of the family, after its name. Lines of _sum, and of
+// another family whose name starts with this one's, are not its.
+func (a *histAcc) add(after []byte) error {
+	isBucket := hasPrefix(after, "_bucket{")
+	if !isBucket && !hasPrefix(after, "_count{") && !hasPrefix(after, "_count ") {
+		return nil
+	}
+	rest := string(after)
+	if isBucket {
+		le, v, err := bucketLine(rest[len("_bucket"):])
+		if err != nil {
+			return err
+		}
+		if a.byLE == nil {
+			a.byLE = map[float64]uint64{}
+		}
+		a.byLE[le] += v
+		a.seen = true
+		return nil
+	}
+	_, val, _ := strings.Cut(strings.TrimPrefix(rest, "_count"), " ")
+	if j := strings.LastIndexByte(rest, '}'); j >= 0 {
+		val = strings.TrimSpace(rest[j+1:])
+	}
+	v, err := counterValue(val)
+	if err != nil {
+		return err
+	}
+	a.count += v
+	a.seen = true
+	return nil
 }
 
 // hasPrefix is bytes.HasPrefix against a string, without converting

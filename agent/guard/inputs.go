@@ -5,15 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/jonboulle/clockwork"
-	"golang.org/x/sys/unix"
 )
 
 // Source reads the guard's inputs.
@@ -44,11 +40,31 @@ type Inputs struct {
 
 	lastScrape time.Time
 	lastHists  map[string]Histogram
-	// Kept between reads: each was an allocation every read.
+	// Kept between reads: each was an allocation every read, the files
+	// an open(2) each.
 	client    *http.Client
-	scanBuf   []byte
-	fileBuf   []byte
-	statPaths []string
+	body      []byte
+	statFiles []*KernelFile
+	psiFile   *KernelFile
+	// pread, when set, is the files' (tests inject the kernel's failures).
+	pread func(fd int, p []byte, off int64) (int, error)
+}
+
+// Close closes the kept files and the kept connection to etcd.
+func (in *Inputs) Close() error {
+	var errs []error
+	for _, f := range in.statFiles {
+		errs = append(errs, f.Close())
+	}
+	in.statFiles = nil
+	if in.psiFile != nil {
+		errs = append(errs, in.psiFile.Close())
+		in.psiFile = nil
+	}
+	if in.client != nil {
+		in.client.CloseIdleConnections()
+	}
+	return errors.Join(errs...)
 }
 
 // Read takes one reading. It returns what it could read together with the
@@ -63,7 +79,9 @@ func (in *Inputs) Read(ctx context.Context) (Reading, error) {
 	var errs []error
 	switch {
 	case in.MetricsURL == "":
-	case in.lastHists != nil && r.At.Sub(in.lastScrape) < in.MetricsEvery:
+	case in.lastHists != nil && r.At.Sub(in.lastScrape) < in.MetricsEvery-in.MetricsEvery/10:
+		// A tenth early is due: the reads fall on a grid (NextTick), each
+		// a little late, and a scrape missed by a hair waited a whole tick.
 		r.Hists = in.lastHists
 	default:
 		h, err := in.fetch(ctx)
@@ -81,85 +99,55 @@ func (in *Inputs) Read(ctx context.Context) (Reading, error) {
 	}
 	if len(in.Disks) > 0 {
 		r.Disks = make(map[string]DiskStat, len(in.Disks))
-		if len(in.statPaths) != len(in.Disks) {
+		if len(in.statFiles) != len(in.Disks) {
 			root := in.SysRoot
 			if root == "" {
 				root = "/sys"
 			}
-			in.statPaths = make([]string, len(in.Disks))
+			for _, f := range in.statFiles {
+				f.Close()
+			}
+			in.statFiles = make([]*KernelFile, len(in.Disks))
 			for i, d := range in.Disks {
-				in.statPaths[i] = filepath.Join(root, "block", d, "stat")
+				in.statFiles[i] = &KernelFile{Path: filepath.Join(root, "block", d, "stat"), Pread: in.pread}
 			}
 		}
 		for i, d := range in.Disks {
-			p := in.statPaths[i]
-			b, err := in.readFile(p)
+			f := in.statFiles[i]
+			b, err := f.Read()
 			if err == nil {
 				var ds DiskStat
 				if ds, err = ParseDiskStat(string(b)); err == nil {
 					r.Disks[d] = ds
 					continue
 				}
+				err = fmt.Errorf("reading %s: %w", f.Path, err)
 			}
-			errs = append(errs, fmt.Errorf("reading %s: %w", p, err))
+			errs = append(errs, err)
 		}
 	}
 	if in.PressureFile != "" {
-		b, err := in.readFile(in.PressureFile)
+		if in.psiFile == nil || in.psiFile.Path != in.PressureFile {
+			if in.psiFile != nil {
+				in.psiFile.Close()
+			}
+			in.psiFile = &KernelFile{Path: in.PressureFile, Pread: in.pread}
+		}
+		b, err := in.psiFile.Read()
 		if err == nil {
 			var p Pressure
 			if p, err = ParsePressure(string(b)); err == nil {
 				r.Pressure = &p
 			}
+			if err != nil {
+				err = fmt.Errorf("reading %s: %w", in.PressureFile, err)
+			}
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("reading %s: %w", in.PressureFile, err))
+			errs = append(errs, err)
 		}
 	}
 	return r, errors.Join(errs...)
-}
-
-// readFile reads a small kernel file into the reused buffer: open, read,
-// close, where os.ReadFile also stats, sets the descriptor non-blocking,
-// reads once more for EOF and allocates the file and the buffer (the
-// reads run every tick, 4 a second, for each disk and the PSI file).
-// The file is opened each time, as before: a cgroup's io.pressure is gone
-// when etcd's unit restarts, and a fresh open follows it.
-func (in *Inputs) readFile(name string) ([]byte, error) {
-	fd, err := openRead(name)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: name, Err: err}
-	}
-	defer syscall.Close(fd)
-	if in.fileBuf == nil {
-		in.fileBuf = make([]byte, 4096)
-	}
-	b := in.fileBuf[:0]
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // grow
-		}
-		n, err := syscall.Read(fd, b[len(b):cap(b)])
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err != nil:
-			return nil, &os.PathError{Op: "read", Path: name, Err: err}
-		case n == 0:
-			in.fileBuf = b[:0]
-			return b, nil
-		}
-		b = b[:len(b)+n]
-	}
-}
-
-func openRead(name string) (int, error) {
-	for {
-		fd, err := syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-		if err != syscall.EINTR {
-			return fd, err
-		}
-	}
 }
 
 // usedHists are the families the guard parses; every other is skipped.
@@ -198,47 +186,24 @@ func (c *capReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// scrapeReadBuffer is the transport's read buffer. At the default 4 KB,
-// a scrape of etcd's ~180 KB chunked body took one read(2) per 4 KB
-// chunk; in the TCG guest the scrape's reads were 18 % of stage-once's
-// CPU (profiled, floor-300MiB-2). A buffer that holds the whole body
-// takes whatever the socket has in one call.
-const scrapeReadBuffer = 256 << 10
-
-// scrapeLowWater is the socket's SO_RCVLOWAT: the reader is woken when
-// this much has arrived, or the server closed the connection, not for
-// every 4 KB chunk etcd writes as it renders. The larger buffer alone
-// did not help in the guest (cpu-300MiB-1): etcd renders more slowly
-// than the agent reads, so each read found one chunk, and each wake-up
-// cost a pass of Go's scheduler and netpoller.
-const scrapeLowWater = 128 << 10
-
-// newScrapeClient is the metrics client. Each scrape has a connection
-// of its own, which etcd closes after the response: with the low-water
-// mark, that close is what wakes the reader for the body's tail (a kept
-// connection would hold the tail below the mark until the timeout).
-// wrap, when non-nil, wraps each connection (tests count its reads).
-func newScrapeClient(wrap func(net.Conn) net.Conn) *http.Client {
-	d := &net.Dialer{Timeout: 2 * time.Second, Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, scrapeLowWater)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.ReadBufferSize = scrapeReadBuffer
-	t.DisableKeepAlives = true
-	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil || wrap == nil {
-			return c, err
-		}
-		return wrap(c), nil
+// readAll is io.ReadAll into buf, kept by the caller for the next body.
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, 64<<10)
 	}
-	return &http.Client{Timeout: 2 * time.Second, Transport: t}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // grow
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 func (in *Inputs) fetch(ctx context.Context) (map[string]Histogram, error) {
@@ -268,10 +233,12 @@ func (in *Inputs) fetch(ctx context.Context) (map[string]Histogram, error) {
 		return nil, fmt.Errorf("reading etcd metrics %s: %s", in.MetricsURL, resp.Status)
 	}
 	body := &capReader{r: resp.Body, left: MaxMetricsBody}
-	if in.scanBuf == nil {
-		in.scanBuf = make([]byte, 0, scanBuf)
+	b, err := readAll(body, in.body[:0])
+	in.body = b[:0]
+	var h map[string]Histogram
+	if err == nil {
+		h, err = parseHistograms(b, usedHists)
 	}
-	h, err := parseHistograms(body, in.scanBuf, usedHists)
 	if body.over {
 		return nil, fmt.Errorf("reading etcd metrics %s: body larger than %d bytes, not etcd's /metrics", in.MetricsURL, MaxMetricsBody)
 	}

@@ -150,7 +150,7 @@ func TestInputsAndWindow(t *testing.T) {
 	os.WriteFile(psi, []byte("some avg10=0 avg60=0 avg300=0 total=0\nfull avg10=0 avg60=0 avg300=0 total=0\n"), 0o644)
 
 	clk := clockwork.NewFakeClockAt(t0)
-	in := &Inputs{MetricsURL: srv.URL, SysRoot: sys, Disks: []string{"vdb"}, PressureFile: psi, Clock: clk}
+	in := &Inputs{MetricsURL: srv.URL, SysRoot: sys, Disks: []string{"vdb"}, PressureFile: psi, Clock: clk, pread: preadLikeKernfs}
 	w := Window{Span: time.Second}
 	r, err := in.Read(context.Background())
 	if err != nil {
@@ -265,6 +265,12 @@ func TestMetricsEverySpacesScrapes(t *testing.T) {
 	}
 	if scrapes != 2 || fmt.Sprint(got) != "[10 10 10 10 20 20]" {
 		t.Errorf("%d scrapes, WAL totals %v; want 2 scrapes, [10 10 10 10 20 20]", scrapes, got)
+	}
+	// A read a hair early (the last one's tick came late) scrapes: the
+	// next tick would be a quarter of a second late.
+	clk.Advance(495 * time.Millisecond) // 995 ms after the last scrape
+	if _, err := in.Read(context.Background()); err != nil || scrapes != 3 {
+		t.Errorf("%d scrapes (%v) for a read 995 ms after the last, want 3", scrapes, err)
 	}
 }
 

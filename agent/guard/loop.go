@@ -234,15 +234,27 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 		long.Add(r)
 	}
 	var recheck time.Time
+	var tick clockwork.Timer // one for all ticks: time.After was a timer and a channel each
+	defer func() {
+		if tick != nil {
+			tick.Stop()
+		}
+	}()
 	for {
-		wait := g.o.Interval
+		now := clk.Now()
+		wait := NextTick(now, g.o.Interval).Sub(now)
 		if !recheck.IsZero() {
-			wait = min(wait, max(recheck.Sub(clk.Now()), time.Millisecond))
+			wait = min(wait, max(recheck.Sub(now), time.Millisecond))
+		}
+		if tick == nil {
+			tick = clk.NewTimer(wait)
+		} else {
+			tick.Reset(wait)
 		}
 		select {
 		case <-ctx.Done():
 			return st
-		case <-clk.After(wait):
+		case <-tick.Chan():
 		}
 		r, ok := read(recheck)
 		if !ok {
@@ -304,6 +316,15 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 			}
 		}
 	}
+}
+
+// NextTick is the first multiple of every after now, on the clock: the
+// guard's ticks, the scrapes among them and the memory pacer's fall on the
+// same instants, and the process wakes once for all of them (each
+// wake-up is a pass of Go's scheduler, dear in the TCG guest), where
+// waiting an interval after each tick drifted apart from the others.
+func NextTick(now time.Time, every time.Duration) time.Time {
+	return now.Truncate(every).Add(every)
 }
 
 // minRead is the least time a read gets when a recheck is near.

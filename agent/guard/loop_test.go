@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -452,5 +453,52 @@ func TestLoopReadsWhileFrozenAreBoundedByTheCap(t *testing.T) {
 		if b < 0 || b > 2*time.Second {
 			t.Errorf("a read while frozen was bounded by %v (-1: not at all), want at most the 2s cap", b)
 		}
+	}
+}
+
+// readTimes records when the guard read.
+type readTimes struct {
+	mu  sync.Mutex
+	clk clockwork.Clock
+	at  []time.Duration
+}
+
+func (r *readTimes) Read(context.Context) (Reading, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.at = append(r.at, r.clk.Now().Sub(t0))
+	return Reading{At: r.clk.Now(), Disks: map[string]DiskStat{"vdb": {}}}, nil
+}
+
+// The loop reads on the interval's grid, not an interval after its last
+// read: its ticks and the memory pacer's (NextTick too) wake the process
+// together instead of drifting apart.
+func TestLoopTicksOnTheGrid(t *testing.T) {
+	clk := clockwork.NewFakeClockAt(t0.Add(100 * time.Millisecond))
+	src := &readTimes{clk: clk}
+	g, err := New(Options{LearnFor: -1, Interval: 250 * time.Millisecond, Units: []string{"s.service"}, Clock: clk,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, src, &fakeFreezer{clk: clk, fail: map[string]bool{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { g.Run(ctx, Baseline{}); close(done) }()
+	defer func() { cancel(); <-done }()
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	for _, d := range []time.Duration{150, 250, 250} {
+		if err := clk.BlockUntilContext(wctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(d * time.Millisecond)
+	}
+	if err := clk.BlockUntilContext(wctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if fmt.Sprint(src.at) != "[100ms 250ms 500ms 750ms]" {
+		t.Errorf("reads at %v, want [100ms 250ms 500ms 750ms] (on the 250 ms grid)", src.at)
 	}
 }

@@ -3,10 +3,17 @@ package stage
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/update-agent/update-agent/agent/systemd"
 )
@@ -42,6 +49,14 @@ func TestParseCgroupMemory(t *testing.T) {
 	m, err := parseCgroupMemory([]byte("4096\n"), []byte(stat))
 	if err != nil || m != (cgroupMemory{Current: 4096, File: 2000}) {
 		t.Errorf("got %+v, %v", m, err)
+	}
+	// In place: a bufio.Scanner was 2 allocations and 4 KB a unit every
+	// second.
+	cur, st := []byte("4096\n"), []byte(strings.Repeat("anon_thp 0\nshmem 0\n", 20)+stat)
+	n := testing.AllocsPerRun(10, func() { parseCgroupMemory(cur, st) })
+	t.Logf("%.0f allocations a parse", n)
+	if n > 0 {
+		t.Errorf("%.0f allocations a parse, want none", n)
 	}
 	for _, bad := range []struct{ cur, stat string }{
 		{"max\n", stat},
@@ -114,7 +129,9 @@ func TestMemoryPacerLooksUpARunningUnitOnce(t *testing.T) {
 	sys := newFakeSystemd(t.TempDir())
 	sys.unit("s.service").active = "active"
 	writeCgroup(t, root, "s.service", 10*mib, 8*mib)
-	p := &memoryPacer{sys: sys, sysRoot: root, units: []string{"s.service"}, allowance: 32 * mib, set: map[string]uint64{"s.service": 32 * mib}}
+	p := &memoryPacer{sys: sys, sysRoot: root, units: []string{"s.service"}, allowance: 32 * mib, set: map[string]uint64{"s.service": 32 * mib},
+		pread: preadLikeKernfs}
+	defer p.close()
 	for i := 0; i < 3; i++ {
 		if err := p.step(context.Background(), "s.service"); err != nil {
 			t.Fatal(err)
@@ -132,5 +149,109 @@ func TestMemoryPacerLooksUpARunningUnitOnce(t *testing.T) {
 	}
 	if n := sys.lookups["s.service"]; n != 3 { // the miss, then Brief says inactive
 		t.Errorf("%d systemd reads after the unit stopped, want 3", n)
+	}
+}
+
+// preadLikeKernfs is pread(2) failing as kernfs does once the file is
+// removed (ENODEV): a regular file removed under an open descriptor
+// still reads, a removed cgroup's files do not.
+func preadLikeKernfs(fd int, p []byte, off int64) (int, error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err == nil && st.Nlink == 0 {
+		return 0, syscall.ENODEV
+	}
+	return syscall.Pread(fd, p, off)
+}
+
+// The pacer keeps a running unit's memory files open and reads them again
+// each step (an open a file a second was most of its CPU in the TCG
+// guest); when they fail as a removed cgroup's do, it opens the path again
+// and follows the unit's new cgroup.
+func TestMemoryPacerKeepsTheCgroupFilesOpen(t *testing.T) {
+	root := t.TempDir()
+	sys := newFakeSystemd(t.TempDir())
+	sys.unit("s.service").active = "active"
+	writeCgroup(t, root, "s.service", 10*mib, 8*mib)
+	dir := filepath.Join(root, "fs/cgroup/system.slice/s.service")
+	p := &memoryPacer{sys: sys, sysRoot: root, units: []string{"s.service"}, allowance: 32 * mib, set: map[string]uint64{"s.service": 32 * mib},
+		pread: preadLikeKernfs}
+	defer p.close()
+	high := func() uint64 {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, "memory.high"))
+		if os.IsNotExist(err) {
+			return 0
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	step := func() {
+		t.Helper()
+		if err := p.step(context.Background(), "s.service"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step()
+	if h := high(); h != 0 {
+		t.Fatalf("memory.high %d MiB for a unit within its allowance", h/mib)
+	}
+	// A new memory.current at the path (400 MiB), the open one kept under
+	// another name: still read, so not opened again.
+	cur := filepath.Join(dir, "memory.current")
+	if err := os.Link(cur, cur+".kept"); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(cur+".new", []byte(fmt.Sprint(400*mib)), 0o644)
+	if err := os.Rename(cur+".new", cur); err != nil {
+		t.Fatal(err)
+	}
+	step()
+	if h := high(); h != 0 {
+		t.Fatalf("memory.high %d MiB: memory.current was opened again", h/mib)
+	}
+	// The open one gone (ENODEV): opened again, and the unit's 392 MiB of
+	// its own memory followed.
+	os.Remove(cur + ".kept")
+	step()
+	if h := high(); h != 424*mib {
+		t.Errorf("memory.high %d MiB, want 424 (392 own + 32)", h/mib)
+	}
+	if n := sys.lookups["s.service"]; n != 2 {
+		t.Errorf("%d systemd reads, want 2 (one lookup: the unit kept running)", n)
+	}
+}
+
+// The pacer steps on the whole seconds of the clock, as the guard ticks
+// (guard.NextTick), not a second after it started: the process then wakes
+// once for both.
+func TestMemoryPacerStepsOnTheGuardsGrid(t *testing.T) {
+	sys := newFakeSystemd(t.TempDir())
+	sys.unit("s.service") // not running: each step asks systemd once
+	clk := clockwork.NewFakeClockAt(time.Date(2026, 12, 3, 12, 0, 0, 300_000_000, time.UTC))
+	p := &memoryPacer{sys: sys, units: []string{"s.service"}, allowance: 32 * mib, interval: time.Second,
+		set: map[string]uint64{"s.service": 32 * mib}, clock: clk}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.run(ctx, slog.New(slog.NewTextHandler(io.Discard, nil))); close(done) }()
+	defer func() { cancel(); <-done }()
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	steps := func() int {
+		sys.mu.Lock()
+		defer sys.mu.Unlock()
+		return sys.lookups["s.service"]
+	}
+	if err := clk.BlockUntilContext(wctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(700 * time.Millisecond) // to the whole second
+	if err := clk.BlockUntilContext(wctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := steps(); n != 2 {
+		t.Errorf("%d steps by the whole second after starting 300 ms past one, want 2", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -101,70 +102,84 @@ func (s *Stager) journaled(j *journal, unit, name string) bool {
 	return false
 }
 
-// setWriteRate is the rate controller's output: the write cap on the
+// rateWriter is the rate controller's output: the write cap on the
 // staging disks for the staging unit and the daemon. The daemon's is set
 // through systemd (its old value is in the journal since setup, so undo
 // sets it back). The staging unit's goes straight into its cgroup's io.max:
 // systemd keeps runtime properties in control files that outlive a
 // transient unit and would apply to the next staging unit of that name.
-func (s *Stager) setWriteRate(ctx context.Context, disks []string, rate uint64) error {
+// What does not change within the window, the disks' device numbers and
+// the staging unit's cgroup, is looked up once: the rate changes up to
+// once a second, and the lookups were a D-Bus call and an open a disk
+// each time.
+type rateWriter struct {
+	s     *Stager
+	disks []string
+	devs  []string // each disk's "MAJ:MIN", "" until read
+	ioMax string   // the staging unit's io.max, "" until known
+}
+
+func (w *rateWriter) set(ctx context.Context, rate uint64) error {
 	var errs []error
-	if err := s.writeCgroup(ctx, s.o.StagingUnit, "io.max", ioMaxLines(s.o.SysRoot, disks, rate)); err != nil {
+	if err := w.stagingUnit(ctx, rate); err != nil {
 		errs = append(errs, err)
 	}
-	if s.o.DaemonUnit != "" {
-		vals := make([]systemd.DeviceValue, len(disks))
-		for i, d := range disks {
-			vals[i] = systemd.DeviceValue{Path: "/dev/" + d, Value: rate}
+	if d := w.s.o.DaemonUnit; d != "" {
+		vals := make([]systemd.DeviceValue, len(w.disks))
+		for i, disk := range w.disks {
+			vals[i] = systemd.DeviceValue{Path: "/dev/" + disk, Value: rate}
 		}
-		if err := s.d.Systemd.SetRuntime(ctx, s.o.DaemonUnit, systemd.DeviceProperty("IOWriteBandwidthMax", vals)); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", s.o.DaemonUnit, err))
+		if err := w.s.d.Systemd.SetRuntime(ctx, d, systemd.DeviceProperty("IOWriteBandwidthMax", vals)); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", d, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// ioMaxLines are io.max lines capping writes on each disk ("MAJ:MIN
-// wbps=N"); a disk whose number cannot be read is skipped with its error.
-func ioMaxLines(sysRoot string, disks []string, rate uint64) func() ([]string, error) {
-	return func() ([]string, error) {
-		if sysRoot == "" {
-			sysRoot = "/sys"
+// stagingUnit writes the io.max lines, one write each (the kernel takes
+// one setting per write); a disk whose number cannot be read is skipped
+// with its error.
+func (w *rateWriter) stagingUnit(ctx context.Context, rate uint64) error {
+	unit := w.s.o.StagingUnit
+	if w.ioMax == "" {
+		// One property, not the whole status: in the guest the full read
+		// was 5 % of stage-once's CPU.
+		cg, err := w.s.d.Systemd.ControlGroup(ctx, unit)
+		if err != nil {
+			return err
 		}
-		var lines []string
-		var errs []error
-		for _, d := range disks {
-			b, err := os.ReadFile(filepath.Join(sysRoot, "block", d, "dev"))
+		if cg == "" {
+			return nil // not running (any more): nothing to pace
+		}
+		w.ioMax = filepath.Join(cgroupDir(w.s.o.SysRoot, cg), "io.max")
+	}
+	var errs []error
+	for i, d := range w.disks {
+		if w.devs == nil {
+			w.devs = make([]string, len(w.disks))
+		}
+		if w.devs[i] == "" {
+			root := w.s.o.SysRoot
+			if root == "" {
+				root = "/sys"
+			}
+			b, err := os.ReadFile(filepath.Join(root, "block", d, "dev"))
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			lines = append(lines, fmt.Sprintf("%s wbps=%d", strings.TrimSpace(string(b)), rate))
+			w.devs[i] = strings.TrimSpace(string(b))
 		}
-		return lines, errors.Join(errs...)
-	}
-}
-
-// writeCgroup writes lines, one write each (the kernel takes one
-// setting per write), to a file in a running unit's cgroup.
-func (s *Stager) writeCgroup(ctx context.Context, unit, file string, lines func() ([]string, error)) error {
-	// One property, not the whole status: the rate changes up to once a
-	// second, and in the guest the full read was 5 % of stage-once's CPU.
-	cg, err := s.d.Systemd.ControlGroup(ctx, unit)
-	if err != nil {
-		return err
-	}
-	if cg == "" {
-		return nil // not running (any more): nothing to pace
-	}
-	l, lerr := lines()
-	path := filepath.Join(cgroupDir(s.o.SysRoot, cg), file)
-	for _, line := range l {
-		if err := os.WriteFile(path, []byte(line), 0); err != nil {
-			return errors.Join(lerr, fmt.Errorf("%s: writing %q: %w", unit, line, err))
+		line := fmt.Sprintf("%s wbps=%d", w.devs[i], rate)
+		if err := os.WriteFile(w.ioMax, []byte(line), 0); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				w.ioMax = "" // the unit stopped: nothing to pace
+				return errors.Join(errs...)
+			}
+			return errors.Join(append(errs, fmt.Errorf("%s: writing %q: %w", unit, line, err))...)
 		}
 	}
-	return lerr
+	return errors.Join(errs...)
 }
 
 func round3(f float64) float64 { return math.Round(f*1000) / 1000 }

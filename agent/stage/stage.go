@@ -315,7 +315,8 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 	if s.o.Baseline != nil {
 		defer s.o.Baseline.Pause()()
 	}
-	g, base := s.prepareGuard(ctx, rep.Disks, &rep)
+	g, base, closeInputs := s.prepareGuard(ctx, rep.Disks, &rep)
+	defer closeInputs()
 	if ctx.Err() != nil {
 		return rep, fmt.Errorf("staging: %w", context.Cause(ctx))
 	}
@@ -401,9 +402,13 @@ func (s *Stager) release(ctx context.Context, st systemd.UnitStatus) {
 	}
 }
 
-func (s *Stager) prepareGuard(ctx context.Context, disks []string, rep *Report) (*guard.Guard, guard.Baseline) {
+// prepareGuard returns the guard (nil: none) and its baseline, and what
+// closes its inputs (kept files, the kept connection to etcd) once it is
+// done.
+func (s *Stager) prepareGuard(ctx context.Context, disks []string, rep *Report) (*guard.Guard, guard.Baseline, func()) {
+	closeInputs := func() {}
 	if !s.o.Guard.Enabled {
-		return nil, nil
+		return nil, nil, closeInputs
 	}
 	gopts := s.o.Guard.Options
 	gopts.Units = []string{s.o.StagingUnit}
@@ -428,18 +433,18 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rep *Report) 
 				gopts.Config.StallOwn = true
 			}
 		}
-		src = &guard.Inputs{MetricsURL: s.o.Guard.MetricsURL, MetricsEvery: max(gopts.Interval, time.Second), SysRoot: s.o.SysRoot, Disks: disks,
+		in := &guard.Inputs{MetricsURL: s.o.Guard.MetricsURL, MetricsEvery: max(gopts.Interval, time.Second), SysRoot: s.o.SysRoot, Disks: disks,
 			PressureFile: psi, Clock: gopts.Clock}
+		src, closeInputs = in, func() { _ = in.Close() }
 	}
 	if s.o.WriteRateAuto && len(disks) > 0 {
-		gopts.Rate = guard.RateOptions{Config: s.o.WriteRate, Set: func(ctx context.Context, rate uint64) error {
-			return s.setWriteRate(ctx, disks, rate)
-		}}
+		rw := &rateWriter{s: s, disks: disks}
+		gopts.Rate = guard.RateOptions{Config: s.o.WriteRate, Set: rw.set}
 	}
 	g, err := guard.New(gopts, src, s.d.Systemd)
 	if err != nil {
 		s.log.Warn("staging without the latency guard", "err", err)
-		return nil, nil
+		return nil, nil, closeInputs
 	}
 	if s.o.Baseline != nil && gopts.LearnFor >= 0 {
 		rec := s.o.Baseline.Record()
@@ -451,7 +456,7 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rep *Report) 
 		if b, stall := rec.Baseline(minN); age <= s.o.BaselineMaxAge && (len(b) > 0 || stall >= 0) {
 			rep.Baseline = fmt.Sprintf("rolling, %s old", age.Round(time.Second))
 			if base, err := g.Adopt(b, stall, rep.Baseline); err == nil {
-				return g, base
+				return g, base, closeInputs
 			}
 		} else {
 			ageText := "none kept yet"
@@ -466,7 +471,7 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rep *Report) 
 	base, err := g.Learn(ctx)
 	if err != nil {
 		s.log.Warn("staging without the latency guard", "err", err)
-		return nil, nil
+		return nil, nil, closeInputs
 	}
-	return g, base
+	return g, base, closeInputs
 }
