@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/update-agent/update-agent/agent/state"
@@ -120,7 +121,32 @@ func (d *decider) onOrderQueried(ev OrderQueried) Action {
 	case !ev.MayQueue:
 		return d.wait(d.now.Add(d.pol.RecheckInterval), "not queueing for a reboot slot yet: "+ev.Reason)
 	}
+	if act, ok := d.awaitAnnouncements(ev.Unannounced); ok {
+		return act
+	}
 	return d.acquire()
+}
+
+// awaitAnnouncements: a leader may queue because no other member has an
+// update pending, but members that announced none may just not have found
+// it yet (their check came a moment later, or took longer): the leader
+// would reboot first and leadership move twice. Until FollowersGrace after
+// this node staged (the record's Since, persisted), it looks again every
+// RecheckInterval; once they announce, the leader rule holds it back. The
+// wait is bounded: a member whose agent is down, or that never gets the
+// update, delays the leader by the grace once.
+func (d *decider) awaitAnnouncements(members []string) (Action, bool) {
+	until := d.st.Since.Add(d.pol.FollowersGrace)
+	if len(members) == 0 || !d.now.Before(until) {
+		return Action{}, false
+	}
+	next := d.now.Add(d.pol.RecheckInterval)
+	if until.Before(next) {
+		next = until
+	}
+	return d.wait(next, fmt.Sprintf(
+		"local member is the etcd leader; giving %s until %s to announce an update before queueing (leader.followers_grace)",
+		strings.Join(members, ", "), until.UTC().Format(time.RFC3339))), true
 }
 
 func (d *decider) onSlotHeld(ev SlotHeld) Action {
