@@ -47,7 +47,7 @@ func (c Cluster) MayQueue(ctx context.Context) (engine.QueueOrder, error) {
 		}
 	}
 	d := etcdmember.MayAcquire(c.Policy, s)
-	q := engine.QueueOrder{MayQueue: d.Verdict == etcdmember.Proceed, Reason: d.Reason}
+	q := engine.QueueOrder{MayQueue: d.Verdict == etcdmember.Proceed, Reason: d.Reason, Pending: s.PendingMembers}
 	if q.MayQueue {
 		q.Unannounced = etcdmember.Unannounced(s)
 	}

@@ -96,6 +96,29 @@ func TestDecideWindowSlotHooks(t *testing.T) {
 			ev: OrderQueried{MayQueue: true}, os: staged, pol: grace(2 * time.Minute), wantPhase: state.WaitingSlot, wantAct: ActAcquire},
 		{name: "grace off: the leader queues at once", st: rec(state.Staged, stagedAgo(time.Second)),
 			ev: OrderQueried{MayQueue: true, Unannounced: []string{"b"}}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActAcquire},
+		// Members seen pending since staging found the update: once they
+		// have updated and withdrawn, the leader does not wait for them.
+		{name: "leader waits for pending followers: they are recorded as announced", st: rec(state.Staged, stagedAgo(time.Second)),
+			ev: OrderQueried{Reason: "it updates after b", Pending: []string{"c", "a", "", "b"}}, os: staged, pol: grace(2 * time.Minute),
+			wantPhase: state.Staged, wantAct: ActWait, wantWhy: "it updates after b",
+			check: func(t *testing.T, s state.State, a Action) {
+				if strings.Join(s.Announced, " ") != "a b c" {
+					t.Errorf("announced %q", s.Announced)
+				}
+			}},
+		{name: "followers seen before have updated: the leader queues within the grace", st: rec(state.Staged, stagedAgo(time.Second), heardOf("b", "c")),
+			ev: OrderQueried{MayQueue: true, Unannounced: []string{"b", "c"}, Pending: []string{"a"}}, os: staged, pol: grace(2 * time.Minute),
+			wantPhase: state.WaitingSlot, wantAct: ActAcquire},
+		{name: "one follower seen, one never: wait for the silent one only", st: rec(state.Staged, stagedAgo(time.Second), heardOf("b")),
+			ev: OrderQueried{MayQueue: true, Unannounced: []string{"b", "c"}}, os: staged, pol: grace(2 * time.Minute),
+			wantPhase: state.Staged, wantAct: ActWait, wantWhy: "giving c until"},
+		{name: "a new update: members heard for the last one are forgotten", st: rec(state.Idle, heardOf("b")),
+			ev: Checked{Target: &other}, wantPhase: state.Staging, wantAct: ActStage,
+			check: func(t *testing.T, s state.State, a Action) {
+				if s.Announced != nil {
+					t.Errorf("announced %q", s.Announced)
+				}
+			}},
 		{name: "grace running, but the leader rule says wait: its reason", st: rec(state.Staged, stagedAgo(time.Second)),
 			ev: OrderQueried{Reason: "local member a is the leader; it updates after b", Unannounced: []string{"c"}}, os: staged, pol: grace(2 * time.Minute),
 			wantPhase: state.Staged, wantAct: ActWait, wantWhy: "it updates after b"},
@@ -205,3 +228,8 @@ func stagedAgo(d time.Duration) func(*state.State) {
 }
 
 func grace(d time.Duration) func(*Policy) { return func(p *Policy) { p.FollowersGrace = d } }
+
+// heardOf: the members already seen with an update pending.
+func heardOf(members ...string) func(*state.State) {
+	return func(s *state.State) { s.Announced = members }
+}

@@ -28,11 +28,12 @@ type (
 	// CleanedUp: rpm-ostree cleanup -p finished.
 	CleanedUp struct{ Err error }
 	// OrderQueried: the leader rule before queueing for a slot; Reason
-	// says why not when !MayQueue. Unannounced: QueueOrder's.
+	// says why not when !MayQueue. Unannounced, Pending: QueueOrder's.
 	OrderQueried struct {
 		MayQueue    bool
 		Reason      string
 		Unannounced []string
+		Pending     []string
 		Err         error
 	}
 	// SlotHeld: this node holds a reboot slot.

@@ -105,8 +105,12 @@ type QueueOrder struct {
 	Reason   string // why not, when !MayQueue
 	// Unannounced: with MayQueue, the local member leads (followers first)
 	// and these other voting members have announced no update. The engine
-	// gives them leader.followers_grace to announce before queueing.
+	// gives them leader.followers_grace to announce before queueing,
+	// unless it saw them in Pending since it staged (they have updated).
 	Unannounced []string
+	// Pending: the members whose nodes have an update pending (the group's
+	// announcements), as read for the rule.
+	Pending []string
 }
 
 // ErrRefused: the cluster cannot lose this member, and waiting will not
