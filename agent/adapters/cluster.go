@@ -30,24 +30,28 @@ func (c Cluster) local(ctx context.Context) (string, error) {
 // MayQueue applies etcdmember.MayAcquire to the cluster's health and the
 // group's announcements: a leader queues only once no other member has an
 // update pending, and nobody decides while etcd has no leader.
-func (c Cluster) MayQueue(ctx context.Context) (bool, string, error) {
+func (c Cluster) MayQueue(ctx context.Context) (engine.QueueOrder, error) {
 	name, err := c.local(ctx)
 	if err != nil {
-		return false, "", err
+		return engine.QueueOrder{}, err
 	}
 	s := etcdmember.Situation{Local: name}
 	if name != "" && c.Policy.FollowersFirst {
 		if s.Health, err = c.C.Health(ctx); err != nil {
-			return false, "", err
+			return engine.QueueOrder{}, err
 		}
 		if c.Lock != nil {
 			if s.PendingMembers, err = c.Lock.pendingMembers(ctx); err != nil {
-				return false, "", err
+				return engine.QueueOrder{}, err
 			}
 		}
 	}
 	d := etcdmember.MayAcquire(c.Policy, s)
-	return d.Verdict == etcdmember.Proceed, d.Reason, nil
+	q := engine.QueueOrder{MayQueue: d.Verdict == etcdmember.Proceed, Reason: d.Reason, Pending: s.PendingMembers}
+	if q.MayQueue {
+		q.Unannounced = etcdmember.Unannounced(s)
+	}
+	return q, nil
 }
 
 // LocalIsLeader reports whether the local member leads a cluster with

@@ -194,8 +194,13 @@ type Etcd struct {
 // Leader is the leader-aware ordering of reboots.
 type Leader struct {
 	FollowersFirst bool `toml:"followers_first"`
-	MoveLeader     bool `toml:"move_leader"`
-	RequireQuorum  bool `toml:"require_quorum"`
+	// FollowersGrace: a leader's node that staged an update and that no
+	// other member is pending for waits up to this long after staging for
+	// the members that announced none to find the update too (their checks
+	// run on their own schedules); 0 = not at all.
+	FollowersGrace Duration `toml:"followers_grace"`
+	MoveLeader     bool     `toml:"move_leader"`
+	RequireQuorum  bool     `toml:"require_quorum"`
 }
 
 // Reboot strategies.
@@ -320,6 +325,9 @@ func Default() *Config {
 		},
 		Leader: Leader{
 			FollowersFirst: true,
+			// agent.check_interval + agent.check_jitter: a member checking
+			// on its own schedule finds the update within that.
+			FollowersGrace: Duration(20 * time.Minute),
 			MoveLeader:     true,
 			RequireQuorum:  true,
 		},

@@ -150,6 +150,7 @@ func (c *Config) check(root string) ([]error, []string) {
 	k.guard(&c.Guard)
 	k.lock(&c.Lock)
 	k.etcd(&c.Etcd)
+	k.leader(&c.Leader)
 	k.reboot(&c.Reboot)
 	k.gates(&c.Gates)
 	k.metrics(&c.Metrics)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 func (k *checker) etcd(e *Etcd) {
@@ -61,6 +62,21 @@ func (k *checker) etcd(e *Etcd) {
 	if e.AllowQuorumLoss && !k.c.Leader.RequireQuorum {
 		k.failRel("etcd.allow_quorum_loss", []string{"leader.require_quorum"},
 			"has no effect while leader.require_quorum is false (nothing is checked); set one of them")
+	}
+}
+
+// MaxFollowersGrace bounds leader.followers_grace: longer would hold the
+// leader's update back for days when a member never gets it.
+const MaxFollowersGrace = 24 * time.Hour
+
+func (k *checker) leader(l *Leader) {
+	const key = "leader.followers_grace"
+	switch d := l.FollowersGrace; {
+	case d < 0:
+		k.fail(key, "must be >= 0, got %q", d.String())
+	case d.D() > MaxFollowersGrace:
+		k.fail(key, "must be <= %s (the leader's node waits this long for members that may never get the update), got %q",
+			Duration(MaxFollowersGrace), d.String())
 	}
 }
 

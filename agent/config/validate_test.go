@@ -51,6 +51,8 @@ func TestValidationRules(t *testing.T) {
 		{"[staging]\netcd_io_latency_target = \"10ms\"", "staging.etcd_io_latency_target", `needs etcd.local_unit`},
 		{"[staging]\ntimeout = \"0s\"", "staging.timeout", `must be > 0, got "0s"`},
 		{"[etcd]\nallow_quorum_loss = true\n[leader]\nrequire_quorum = false", "etcd.allow_quorum_loss", `has no effect while leader.require_quorum is false`},
+		{"[leader]\nfollowers_grace = \"-1m\"", "leader.followers_grace", `must be >= 0, got "-1m"`},
+		{"[leader]\nfollowers_grace = \"25h\"", "leader.followers_grace", `must be <= 24h (the leader's node waits this long`},
 		{"[guard]\nmetrics_url = \"ftp://h/metrics\"", "guard.metrics_url", `must be an http:// or https:// URL, got "ftp://h/metrics"`},
 		{"[guard]\nmetrics_url = \"http:///metrics\"", "guard.metrics_url", `has no host`},
 		{"[guard]\nfsync_p99_threshold = \"-1ms\"", "guard.fsync_p99_threshold", `must be >= 0, got "-1ms"`},

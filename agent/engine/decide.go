@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/update-agent/update-agent/agent/state"
@@ -28,6 +30,9 @@ func Decide(st state.State, ev Event, obs Obs, pol Policy, now time.Time) (state
 	act := d.decide(ev)
 	if d.st.Phase != state.HoldingSlot {
 		d.st.HooksRan = false
+	}
+	if d.st.Phase == state.Idle || d.st.Phase == state.Staging {
+		d.st.Announced = nil // heard for the update staged before
 	}
 	if !d.st.HooksRan {
 		d.st.Noticed = time.Time{} // told again after the hooks run again
@@ -114,13 +119,57 @@ func (d *decider) onStageDone(ev StageDone) Action {
 }
 
 func (d *decider) onOrderQueried(ev OrderQueried) Action {
-	switch {
-	case ev.Err != nil:
+	if ev.Err != nil {
 		return d.retry("asking etcd for the leader", ev.Err)
-	case !ev.MayQueue:
+	}
+	d.heard(ev.Pending)
+	if !ev.MayQueue {
 		return d.wait(d.now.Add(d.pol.RecheckInterval), "not queueing for a reboot slot yet: "+ev.Reason)
 	}
+	var silent []string
+	for _, m := range ev.Unannounced {
+		if !slices.Contains(d.st.Announced, m) {
+			silent = append(silent, m)
+		}
+	}
+	if act, ok := d.awaitAnnouncements(silent); ok {
+		return act
+	}
 	return d.acquire()
+}
+
+// heard records the members seen with an update pending: they found it,
+// and once they have updated and withdrawn, a leader does not wait for them
+// again (awaitAnnouncements).
+func (d *decider) heard(pending []string) {
+	for _, m := range pending {
+		if m != "" && !slices.Contains(d.st.Announced, m) {
+			d.st.Announced = append(d.st.Announced, m)
+		}
+	}
+	slices.Sort(d.st.Announced)
+}
+
+// awaitAnnouncements: a leader may queue because no other member has an
+// update pending, but members never seen announcing one since it staged may
+// just not have found it yet (their check came a moment later, or took
+// longer): the leader would reboot first and leadership move twice. Until
+// FollowersGrace after this node staged (the record's Since, persisted), it
+// looks again every RecheckInterval; once they announce, the leader rule
+// holds it back. The wait is bounded: a member whose agent is down, or that
+// never gets the update, delays the leader by the grace once.
+func (d *decider) awaitAnnouncements(members []string) (Action, bool) {
+	until := d.st.Since.Add(d.pol.FollowersGrace)
+	if len(members) == 0 || !d.now.Before(until) {
+		return Action{}, false
+	}
+	next := d.now.Add(d.pol.RecheckInterval)
+	if until.Before(next) {
+		next = until
+	}
+	return d.wait(next, fmt.Sprintf(
+		"local member is the etcd leader; giving %s until %s to announce an update before queueing (leader.followers_grace)",
+		strings.Join(members, ", "), until.UTC().Format(time.RFC3339))), true
 }
 
 func (d *decider) onSlotHeld(ev SlotHeld) Action {

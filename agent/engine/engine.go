@@ -261,9 +261,9 @@ func (e *Engine) do(ctx context.Context, st state.State, act Action) Event {
 	case ActCleanup:
 		return CleanedUp{Err: e.busy(ctx, func() error { return o.OS.Cleanup(ctx) })}
 	case ActQueryOrder:
-		var ev OrderQueried
-		ev.Err = e.busy(ctx, func() (err error) { ev.MayQueue, ev.Reason, err = o.Cluster.MayQueue(ctx); return err })
-		return ev
+		var q QueueOrder
+		err := e.busy(ctx, func() (err error) { q, err = o.Cluster.MayQueue(ctx); return err })
+		return OrderQueried{MayQueue: q.MayQueue, Reason: q.Reason, Unannounced: q.Unannounced, Pending: q.Pending, Err: err}
 	case ActAcquire:
 		// Announce again: a failure after staging withdrew the
 		// announcement for the backoff.

@@ -28,11 +28,13 @@ type (
 	// CleanedUp: rpm-ostree cleanup -p finished.
 	CleanedUp struct{ Err error }
 	// OrderQueried: the leader rule before queueing for a slot; Reason
-	// says why not when !MayQueue.
+	// says why not when !MayQueue. Unannounced, Pending: QueueOrder's.
 	OrderQueried struct {
-		MayQueue bool
-		Reason   string
-		Err      error
+		MayQueue    bool
+		Reason      string
+		Unannounced []string
+		Pending     []string
+		Err         error
 	}
 	// SlotHeld: this node holds a reboot slot.
 	SlotHeld struct {
@@ -181,6 +183,10 @@ type Policy struct {
 	Window        Window
 	// (Followers first is the Cluster port's rule, etcdmember.MayAcquire
 	// with leader.followers_first: the engine always asks it.)
+	// FollowersGrace is leader.followers_grace: how long after staging a
+	// leader that may queue waits for the members that have not announced
+	// an update yet (QueueOrder.Unannounced); 0: not at all.
+	FollowersGrace time.Duration
 	// MoveLeader: a leader hands leadership away before finalizing.
 	MoveLeader bool
 	// RequireSafe: no finalize while quorum would be lost or another

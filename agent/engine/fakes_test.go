@@ -245,7 +245,9 @@ func (w *world) expireLeases() {
 
 // --- Cluster ---
 
-func (w *world) MayQueue(ctx context.Context) (bool, string, error) { return true, "", nil }
+func (w *world) MayQueue(ctx context.Context) (QueueOrder, error) {
+	return QueueOrder{MayQueue: true}, nil
+}
 
 func (w *world) LocalIsLeader(ctx context.Context) (bool, error) {
 	w.mu.Lock()

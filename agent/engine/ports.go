@@ -99,6 +99,20 @@ type Lock interface {
 	Fence(ctx context.Context) error
 }
 
+// QueueOrder is the leader rule's answer to "may this node queue now".
+type QueueOrder struct {
+	MayQueue bool
+	Reason   string // why not, when !MayQueue
+	// Unannounced: with MayQueue, the local member leads (followers first)
+	// and these other voting members have announced no update. The engine
+	// gives them leader.followers_grace to announce before queueing,
+	// unless it saw them in Pending since it staged (they have updated).
+	Unannounced []string
+	// Pending: the members whose nodes have an update pending (the group's
+	// announcements), as read for the rule.
+	Pending []string
+}
+
 // ErrRefused: the cluster cannot lose this member, and waiting will not
 // change that. Wrapped by Cluster adapters.
 var ErrRefused = errors.New("reboot refused")
@@ -110,9 +124,9 @@ var ErrSlotLost = errors.New("reboot slot lost")
 // Cluster is the local etcd member's view of its cluster.
 type Cluster interface {
 	// MayQueue applies the leader rule (etcdmember.MayAcquire, the one
-	// rule): whether this node may queue for a reboot slot now; reason
-	// says why not.
-	MayQueue(ctx context.Context) (ok bool, reason string, err error)
+	// rule): whether this node may queue for a reboot slot now, and who
+	// has not announced an update yet.
+	MayQueue(ctx context.Context) (QueueOrder, error)
 	LocalIsLeader(ctx context.Context) (bool, error)
 	// SafeToReboot reports whether quorum survives this member going down
 	// and every other member is healthy; reason says why not. An error
@@ -180,13 +194,15 @@ func (Always) Next(t time.Time) time.Time { return t }
 // NoLock stands in when locking is disabled: one holder, always granted.
 type NoLock struct{}
 
-func (NoLock) Acquire(context.Context, string) (int64, error)        { return 0, nil }
-func (NoLock) Adopt(context.Context) (LeaseState, error)             { return LeaseHolding, nil }
-func (NoLock) Release(context.Context) error                         { return nil }
-func (NoLock) Announce(context.Context, string) error                { return nil }
-func (NoLock) Withdraw(context.Context) error                        { return nil }
-func (NoLock) Fence(context.Context) error                           { return nil }
-func (NoCluster) MayQueue(context.Context) (bool, string, error)     { return true, "", nil }
+func (NoLock) Acquire(context.Context, string) (int64, error) { return 0, nil }
+func (NoLock) Adopt(context.Context) (LeaseState, error)      { return LeaseHolding, nil }
+func (NoLock) Release(context.Context) error                  { return nil }
+func (NoLock) Announce(context.Context, string) error         { return nil }
+func (NoLock) Withdraw(context.Context) error                 { return nil }
+func (NoLock) Fence(context.Context) error                    { return nil }
+func (NoCluster) MayQueue(context.Context) (QueueOrder, error) {
+	return QueueOrder{MayQueue: true}, nil
+}
 func (NoCluster) LocalIsLeader(context.Context) (bool, error)        { return false, nil }
 func (NoCluster) SafeToReboot(context.Context) (bool, string, error) { return true, "", nil }
 func (NoCluster) MoveLeaderAway(context.Context) error               { return nil }

@@ -93,6 +93,27 @@ func MayAcquire(p Policy, s Situation) Decision {
 	return Decision{Proceed, fmt.Sprintf("local member %s is the leader and the last member with an update pending", s.Local)}
 }
 
+// Unannounced names the other voting members of a cluster the local member
+// leads that have not announced an update (nil when it does not lead). Next
+// to a leader that MayAcquire lets queue, they may simply not have found the
+// update yet: the engine gives them a bounded grace to announce
+// (leader.followers_grace) before the leader takes a slot. Learners are left
+// out: leadership never moves to them.
+func Unannounced(s Situation) []string {
+	lead, ok := s.Health.Leader()
+	if s.Local == "" || !ok || lead.Name != s.Local {
+		return nil
+	}
+	var out []string
+	for _, m := range s.Health.Members {
+		if m.Name != s.Local && m.Name != "" && !m.Learner && !slices.Contains(s.PendingMembers, m.Name) {
+			out = append(out, m.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // MayReboot decides, while holding the slot, whether this node may go down
 // now: every other member healthy, quorum safe without the local member, and
 // leadership moved away first.

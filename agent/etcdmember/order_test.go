@@ -130,6 +130,33 @@ func TestMayAcquire(t *testing.T) {
 	}
 }
 
+func TestUnannounced(t *testing.T) {
+	learner := cluster(4, 0)
+	learner.Members[3].Learner = true
+	tests := []struct {
+		name string
+		s    Situation
+		want string
+	}{
+		{"leader, nobody announced", Situation{Local: "a", Health: cluster(3, 0)}, "b c"},
+		{"leader, one announced", Situation{Local: "a", Health: cluster(3, 0), PendingMembers: []string{"c", "a"}}, "b"},
+		{"leader, all announced", Situation{Local: "a", Health: cluster(3, 0), PendingMembers: []string{"b", "c"}}, ""},
+		{"learners never lead: not waited for", Situation{Local: "a", Health: learner}, "b c"},
+		{"a down member has not announced either", Situation{Local: "a", Health: cluster(3, 0, 2)}, "b c"},
+		{"follower", Situation{Local: "b", Health: cluster(3, 0)}, ""},
+		{"no leader", Situation{Local: "a", Health: cluster(3, -1)}, ""},
+		{"worker", Situation{Health: cluster(3, 0)}, ""},
+		{"single member", Situation{Local: "a", Health: cluster(1, 0)}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := strings.Join(Unannounced(tt.s), " "); got != tt.want {
+				t.Errorf("Unannounced = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestMayReboot(t *testing.T) {
 	all := Policy{FollowersFirst: true, MoveLeader: true, RequireQuorum: true, MaxLag: 50}
 	allowLoss := all

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/update-agent/update-agent/agent/atomicfile"
@@ -101,6 +102,11 @@ type State struct {
 	// CheckHealth: the host went down while this node held a slot; the
 	// local etcd member must be healthy again before the slot is released.
 	CheckHealth bool `json:"check_health,omitempty"`
+	// Announced: the etcd members seen with an update pending since this
+	// node staged its own (Staged to HoldingSlot): they found the update.
+	// A leader's leader.followers_grace waits only for members never seen,
+	// not for those that have updated and withdrawn since.
+	Announced []string `json:"announced,omitempty"`
 	// Since is when the phase was entered.
 	Since time.Time `json:"since"`
 	// NextCheck is when the next check for updates is due (Idle).
@@ -111,9 +117,10 @@ type State struct {
 	LastError string `json:"last_error,omitempty"`
 }
 
-// Clone returns a deep copy (Failures is a map).
+// Clone returns a deep copy (Failures is a map, Announced a slice).
 func (s State) Clone() State {
 	c := s
+	c.Announced = slices.Clone(s.Announced)
 	if s.Failures != nil {
 		c.Failures = make(map[string]Failure, len(s.Failures))
 		for k, v := range s.Failures {

@@ -109,8 +109,13 @@ func TestLoadRejectsBadRecords(t *testing.T) {
 
 func TestCloneIsDeep(t *testing.T) {
 	a := State{Failures: map[string]Failure{"x": {Count: 1}}}
+	a.Announced = []string{"m1"}
 	b := a.Clone()
 	b.Failures["x"] = Failure{Count: 2}
+	b.Announced[0] = "m2"
+	if a.Announced[0] != "m1" {
+		t.Fatal("Clone shares the announced members")
+	}
 	if a.Failures["x"].Count != 1 {
 		t.Fatal("Clone shares the failures map")
 	}

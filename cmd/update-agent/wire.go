@@ -150,6 +150,7 @@ func (a *agent) policy() engine.Policy {
 		MaxFailures:     c.Updates.MaxAttempts,
 		Window:          a.window,
 		MoveLeader:      c.Leader.MoveLeader,
+		FollowersGrace:  c.Leader.FollowersGrace.D(),
 		RequireSafe:     c.Leader.RequireQuorum,
 		RecheckInterval: recheckInterval,
 		RebootTimeout:   rebootTimeout,

@@ -54,10 +54,16 @@ type Options struct {
 	Log io.Writer
 }
 
-// LeaderAware is the daemon's default: followers first, leadership moved
+// FollowersGrace is leader.followers_grace in the rollouts: the daemon's
+// 20 min cover checks on the nodes' own schedules; here every agent is told
+// to check at once, and a loaded CI host delays one by a second or two.
+const FollowersGrace = 10 * time.Second
+
+// LeaderAware is the daemon's default: followers first (the leader's node
+// giving the others FollowersGrace to announce the update), leadership moved
 // before the leader reboots, never a reboot that risks quorum.
 func LeaderAware() (engine.Policy, etcdmember.Policy) {
-	return engine.Policy{MoveLeader: true, RequireSafe: true},
+	return engine.Policy{MoveLeader: true, RequireSafe: true, FollowersGrace: FollowersGrace},
 		etcdmember.Policy{FollowersFirst: true, MoveLeader: true, RequireQuorum: true}
 }
 

@@ -49,6 +49,21 @@ func TestRollingUpdate(t *testing.T) {
 	}
 }
 
+// TestLateFollowers: the followers find the update only after the leader's
+// node has staged it (their checks come later, or take longer): nobody has
+// announced an update when the leader asks whether it may queue. It gives
+// them leader.followers_grace to announce, so they still go first and
+// leadership moves once.
+func TestLateFollowers(t *testing.T) {
+	p, lp := rollout.LeaderAware()
+	f := rollout.New(t, rollout.Options{Bin: bin, Policy: p, Leader: lp})
+	r, err := f.Rollout(rollout.RunOptions{Gen: 1, InitialLeader: -1, LateFollowers: rollout.FollowersGrace / 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, f, r)
+}
+
 // TestMemberDownMidRollout: the first updated member goes down while the
 // second rebooted node still holds the slot, for longer than the last node
 // needs to take the slot and check (each health check waits out its 2 s

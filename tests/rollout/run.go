@@ -27,6 +27,10 @@ type RunOptions struct {
 	// this long: an outage in the middle of the rollout, while nodes are
 	// still to reboot. None may reboot until it is back.
 	MemberDown time.Duration
+	// LateFollowers: the agents of all but the initial leader are told to
+	// check (update-now) this long after the leader's: the leader's node
+	// stages before any other has announced an update.
+	LateFollowers time.Duration
 	// Tick, when set, runs on every turn of the rollout's loop (about
 	// every 20 ms), e.g. to crash agents (Fleet.Crash) while it goes on.
 	Tick func()
@@ -80,8 +84,11 @@ func (f *Fleet) Rollout(ro RunOptions) (Result, error) {
 		}
 	}()
 	begin := time.Now()
+	late := false
 	for _, n := range f.Nodes {
-		n.eng.UpdateNow()
+		if ro.LateFollowers == 0 || n.I == res.InitialLeader {
+			n.eng.UpdateNow()
+		}
 	}
 	downMember, downUntil := -1, time.Time{}
 	faulted := false
@@ -90,6 +97,14 @@ func (f *Fleet) Rollout(ro RunOptions) (Result, error) {
 	}
 	var err error
 	for {
+		if ro.LateFollowers > 0 && !late && time.Since(begin) >= ro.LateFollowers {
+			late = true
+			for _, n := range f.Nodes {
+				if n.I != res.InitialLeader {
+					n.eng.UpdateNow()
+				}
+			}
+		}
 		f.Step()
 		if ro.Tick != nil {
 			ro.Tick()
