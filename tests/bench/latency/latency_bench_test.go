@@ -19,15 +19,6 @@ import (
 	"github.com/update-agent/update-agent/tests/guest"
 )
 
-// putRate is the etcd member's offered load per disk: a busy but not
-// saturated control plane (each put is one WAL append + fdatasync).
-func putRate(d Disk) int {
-	if d.IOPS >= 3000 {
-		return 100
-	}
-	return 20
-}
-
 // TestStagingLatency is section 1 of the benchmark: every scenario of the
 // plan (BENCH_QUICK=1: the quick one), side by side in one guest,
 // BENCH_REPS times (default 3) interleaved: a, b, d, a, b, d, ... so that a
@@ -87,6 +78,15 @@ func TestStagingLatency(t *testing.T) {
 			t.Fatalf("%s=%s: no such disk in the plan", f.env, v)
 		}
 		plan.Disks = ds
+	}
+	// BENCH_LOAD=FIO:PUT sets both loads' rates on every disk of the plan.
+	if v := os.Getenv("BENCH_LOAD"); v != "" {
+		for i := range plan.Disks {
+			var err error
+			if plan.Disks[i], err = plan.Disks[i].WithLoad(v); err != nil {
+				t.Fatalf("BENCH_LOAD: %v", err)
+			}
+		}
 	}
 	reps := 3
 	if v := os.Getenv("BENCH_REPS"); v != "" {
@@ -250,7 +250,7 @@ func runScenario(ctx context.Context, g Guest, l Layout, d Disk, sc Scenario, pl
 	if sc.FioUnlimited {
 		job.RateIOPS = 0
 	}
-	m := Measured{Disk: d, Scenario: sc, PutRate: putRate(d)}
+	m := Measured{Disk: d, Scenario: sc, PutRate: d.PutRate}
 	loads, err := StartLoads(ctx, g, dir, fioDir, job.Args(), m.PutRate)
 	if err != nil {
 		return Measured{}, err
@@ -310,7 +310,7 @@ func warmUp(ctx context.Context, g Guest, l Layout, d Disk, logf func(string, ..
 	}
 	logf("%s: warming up for %v", d.Name, warmUpFor)
 	job := fio.WALJob{Name: "etcdlike", Dir: l.FioDir, Runtime: 4 * time.Hour, RateIOPS: d.FioRate}
-	if _, err := StartLoads(ctx, g, l.ResultDir+"/warmup", l.FioDir, job.Args(), putRate(d)); err != nil {
+	if _, err := StartLoads(ctx, g, l.ResultDir+"/warmup", l.FioDir, job.Args(), d.PutRate); err != nil {
 		return err
 	}
 	time.Sleep(warmUpFor)

@@ -160,3 +160,15 @@ func TestParseWindow(t *testing.T) {
 		}
 	}
 }
+
+func TestDiskWithLoad(t *testing.T) {
+	d, err := Disks[0].WithLoad("150:30")
+	if err != nil || d.FioRate != 150 || d.PutRate != 30 || d.Name != Disks[0].Name || Disks[0].FioRate == 150 {
+		t.Errorf("WithLoad(150:30) = %+v, %v", d, err)
+	}
+	for _, bad := range []string{"", "150", "150:", ":30", "0:30", "150:x", "-1:5"} {
+		if _, err := Disks[0].WithLoad(bad); err == nil {
+			t.Errorf("WithLoad(%q) accepted", bad)
+		}
+	}
+}

@@ -8,6 +8,7 @@ package latency
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,12 +25,29 @@ type Disk struct {
 	// disk sustains for 2300-byte write+fdatasync pairs (each costs about
 	// two I/Os on XFS: data and log).
 	FioRate int
+	// PutRate is the etcd member's offered puts per second: a busy but
+	// not saturated control plane (each put is one WAL append and
+	// fdatasync).
+	PutRate int
+}
+
+// WithLoad is d with both loads' rates set from "FIO:PUT" (BENCH_LOAD,
+// e.g. "150:30"), to find the rates the guest sustains alone on a disk.
+func (d Disk) WithLoad(v string) (Disk, error) {
+	f, p, ok := strings.Cut(v, ":")
+	fio, ferr := strconv.Atoi(f)
+	put, perr := strconv.Atoi(p)
+	if !ok || ferr != nil || perr != nil || fio < 1 || put < 1 {
+		return d, fmt.Errorf("load %q: want FIO:PUT, fdatasyncs and puts per second, e.g. 150:30", v)
+	}
+	d.FioRate, d.PutRate = fio, put
+	return d, nil
 }
 
 // Disks are the settings of the issue: a mid-size and a small cloud disk.
 var Disks = []Disk{
-	{Name: "3000iops-125MBs", IOPS: 3000, BPS: 125_000_000, FioRate: 500},
-	{Name: "500iops-20MBs", IOPS: 500, BPS: 20_000_000, FioRate: 80},
+	{Name: "3000iops-125MBs", IOPS: 3000, BPS: 125_000_000, FioRate: 500, PutRate: 100},
+	{Name: "500iops-20MBs", IOPS: 500, BPS: 20_000_000, FioRate: 80, PutRate: 20},
 }
 
 // Stager says who stages the update in a scenario.
