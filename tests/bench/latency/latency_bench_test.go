@@ -278,17 +278,8 @@ func runScenario(ctx context.Context, g Guest, l Layout, d Disk, sc Scenario, pl
 	if err := StopLoads(ctx, g); err != nil {
 		return Measured{}, err
 	}
-	for _, f := range []struct {
-		dst  *[]byte
-		path string
-	}{
-		{&m.FioJSON, dir + "/fio.json"}, {&m.FioLat, dir + "/fio_lat.1.log"},
-		{&m.EtcdPre, dir + "/etcd/before.txt"}, {&m.EtcdPost, dir + "/etcd/after.txt"},
-		{&m.EtcdLine, dir + "/etcd/timeline.csv"}, {&m.EtcdPuts, dir + "/etcd/summary.json"},
-	} {
-		if *f.dst, err = Fetch(ctx, g, f.path); err != nil {
-			return Measured{}, err
-		}
+	if err := FetchLoads(ctx, g, dir, &m); err != nil {
+		return Measured{}, err
 	}
 	if sc.Stager == Agent {
 		if m.StageLog, err = Fetch(ctx, g, l.stageLog()); err != nil {

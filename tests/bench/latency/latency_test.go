@@ -1,6 +1,7 @@
 package latency
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -252,5 +253,41 @@ time=2026-12-02T12:55:57.500Z level=INFO msg="staging setup done" setup_seconds=
 		if _, err := ChildrenCPU(bad); err == nil {
 			t.Errorf("ChildrenCPU(%q) accepted", bad)
 		}
+	}
+}
+
+// filesGuest serves `cat PATH` from files: what the loads left in the guest.
+type filesGuest struct {
+	Guest
+	files map[string][]byte
+}
+
+func (g filesGuest) Run(_ context.Context, cmd string) (string, string, int, error) {
+	for p, b := range g.files {
+		if cmd == "cat "+q(p) {
+			return string(b), "", 0, nil
+		}
+	}
+	return "", "cat: no such file", 1, nil
+}
+
+// TestFetchLoadsGetsWhatRowsNeed: the bench and the demo fetch the loads'
+// records through FetchLoads; a record Rows needs and FetchLoads does not
+// fetch (the demo lacked putload's summary.json) fails here, not in a
+// 20-minute demo.
+func TestFetchLoadsGetsWhatRowsNeed(t *testing.T) {
+	const dir = "/r/x"
+	g := filesGuest{files: map[string][]byte{
+		dir + "/fio.json": read(t, "fio.json"), dir + "/fio_lat.1.log": read(t, "fio_lat.1.log"),
+		dir + "/etcd/before.txt": read(t, "etcd-before.txt"), dir + "/etcd/after.txt": read(t, "etcd-after.txt"),
+		dir + "/etcd/timeline.csv": read(t, "timeline.csv"), dir + "/etcd/summary.json": read(t, "putload-summary.json"),
+	}}
+	want := measured(t)
+	m := Measured{Disk: want.Disk, Scenario: want.Scenario, PutRate: want.PutRate, Window: want.Window, Loads: want.Loads}
+	if err := FetchLoads(context.Background(), g, dir, &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Rows(); err != nil {
+		t.Errorf("rows from the fetched records: %v", err)
 	}
 }

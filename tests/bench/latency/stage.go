@@ -225,3 +225,23 @@ func ChildrenCPU(times string) (time.Duration, error) {
 	}
 	return total, nil
 }
+
+// FetchLoads reads what the loads started by StartLoads(dir) recorded into
+// m, once StopLoads has made them write it out. The bench and the demo
+// share it, so a new record reaches both.
+func FetchLoads(ctx context.Context, g Guest, dir string, m *Measured) error {
+	for _, f := range []struct {
+		dst  *[]byte
+		path string
+	}{
+		{&m.FioJSON, dir + "/fio.json"}, {&m.FioLat, dir + "/fio_lat.1.log"},
+		{&m.EtcdPre, dir + "/etcd/before.txt"}, {&m.EtcdPost, dir + "/etcd/after.txt"},
+		{&m.EtcdLine, dir + "/etcd/timeline.csv"}, {&m.EtcdPuts, dir + "/etcd/summary.json"},
+	} {
+		var err error
+		if *f.dst, err = Fetch(ctx, g, f.path); err != nil {
+			return err
+		}
+	}
+	return nil
+}

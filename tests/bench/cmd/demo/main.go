@@ -167,19 +167,7 @@ func measure(ctx context.Context, g *guest.Guest, dir string, job func(string) [
 	if err := latency.StopLoads(ctx, g); err != nil {
 		return m, err
 	}
-	for _, f := range []struct {
-		dst  *[]byte
-		path string
-	}{
-		{&m.FioJSON, dir + "/fio.json"}, {&m.FioLat, dir + "/fio_lat.1.log"},
-		{&m.EtcdPre, dir + "/etcd/before.txt"}, {&m.EtcdPost, dir + "/etcd/after.txt"},
-		{&m.EtcdLine, dir + "/etcd/timeline.csv"},
-	} {
-		if *f.dst, err = latency.Fetch(ctx, g, f.path); err != nil {
-			return m, err
-		}
-	}
-	return m, nil
+	return m, latency.FetchLoads(ctx, g, dir, &m)
 }
 
 func sh(ctx context.Context, g *guest.Guest, cmd string) (string, error) {
