@@ -142,13 +142,8 @@ func ParseHistogramBytes(body []byte, names ...string) (map[string]Histogram, er
 // copy per line.
 func parseHistograms(body []byte, names []string) (map[string]Histogram, error) {
 	accs := make([]histAcc, len(names))
-	for rest := body; len(rest) > 0; {
-		line := rest
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			line, rest = rest[:i], rest[i+1:]
-		} else {
-			rest = nil
-		}
+	for line := range bytes.Lines(body) {
+		line = bytes.TrimSuffix(line, []byte{'\n'})
 		if len(line) == 0 || line[0] == '#' {
 			continue
 		}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/update-agent/update-agent/agent/guard/kernfstest"
 )
 
 // etcdMetrics renders the two histograms as etcd exposes them (etcd's
@@ -150,7 +152,7 @@ func TestInputsAndWindow(t *testing.T) {
 	os.WriteFile(psi, []byte("some avg10=0 avg60=0 avg300=0 total=0\nfull avg10=0 avg60=0 avg300=0 total=0\n"), 0o644)
 
 	clk := clockwork.NewFakeClockAt(t0)
-	in := &Inputs{MetricsURL: srv.URL, SysRoot: sys, Disks: []string{"vdb"}, PressureFile: psi, Clock: clk, pread: preadLikeKernfs}
+	in := &Inputs{MetricsURL: srv.URL, SysRoot: sys, Disks: []string{"vdb"}, PressureFile: psi, Clock: clk, pread: kernfstest.Pread}
 	w := Window{Span: time.Second}
 	r, err := in.Read(context.Background())
 	if err != nil {

@@ -5,20 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-)
 
-// preadLikeKernfs is pread(2) failing as kernfs does once the file is
-// removed (ENODEV): a regular file removed under an open descriptor
-// still reads, a cgroup's or a disk's files do not.
-func preadLikeKernfs(fd int, p []byte, off int64) (int, error) {
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err == nil && st.Nlink == 0 {
-		return 0, syscall.ENODEV
-	}
-	return syscall.Pread(fd, p, off)
-}
+	"github.com/update-agent/update-agent/agent/guard/kernfstest"
+)
 
 // The file is opened once and read again from offset 0: a change in place
 // is seen (as the kernel renders its files afresh), a file put in its
@@ -34,7 +24,7 @@ func TestKernelFileStaysOpenAndReopensWhenGone(t *testing.T) {
 		}
 	}
 	write(path, "100\n")
-	f := &KernelFile{Path: path, Pread: preadLikeKernfs}
+	f := &KernelFile{Path: path, Pread: kernfstest.Pread}
 	defer f.Close()
 	read := func(want string) {
 		t.Helper()

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/update-agent/update-agent/agent/guard/kernfstest"
 )
 
 // noisyMetrics is etcdMetrics among many other families, as etcd's
@@ -128,7 +130,7 @@ func TestKernelFilesReadWholeIntoTheReusedBuffer(t *testing.T) {
 	if err := os.WriteFile(psi, []byte(long), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	in := &Inputs{PressureFile: psi, pread: preadLikeKernfs}
+	in := &Inputs{PressureFile: psi, pread: kernfstest.Pread}
 	r, err := in.Read(context.Background())
 	if err != nil || r.Pressure == nil || r.Pressure.SomeTotal.Seconds() != 2 || r.Pressure.FullTotal.Seconds() != 1 {
 		t.Fatalf("%+v %v", r.Pressure, err)

@@ -53,13 +53,8 @@ func parseCgroupMemory(current, stat []byte) (cgroupMemory, error) {
 	if m.Current, err = strconv.ParseUint(string(bytes.TrimSpace(current)), 10, 64); err != nil {
 		return m, fmt.Errorf("memory.current: %w", err)
 	}
-	for rest := stat; len(rest) > 0; {
-		line := rest
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			line, rest = rest[:i], rest[i+1:]
-		} else {
-			rest = nil
-		}
+	for line := range bytes.Lines(stat) {
+		line = bytes.TrimSuffix(line, []byte{'\n'})
 		if v, ok := bytes.CutPrefix(line, []byte("file ")); ok {
 			if m.File, err = strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64); err != nil {
 				return m, fmt.Errorf("memory.stat file: %w", err)

@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/update-agent/update-agent/agent/guard/kernfstest"
 	"github.com/update-agent/update-agent/agent/systemd"
 )
 
@@ -130,7 +130,7 @@ func TestMemoryPacerLooksUpARunningUnitOnce(t *testing.T) {
 	sys.unit("s.service").active = "active"
 	writeCgroup(t, root, "s.service", 10*mib, 8*mib)
 	p := &memoryPacer{sys: sys, sysRoot: root, units: []string{"s.service"}, allowance: 32 * mib, set: map[string]uint64{"s.service": 32 * mib},
-		pread: preadLikeKernfs}
+		pread: kernfstest.Pread}
 	defer p.close()
 	for i := 0; i < 3; i++ {
 		if err := p.step(context.Background(), "s.service"); err != nil {
@@ -152,17 +152,6 @@ func TestMemoryPacerLooksUpARunningUnitOnce(t *testing.T) {
 	}
 }
 
-// preadLikeKernfs is pread(2) failing as kernfs does once the file is
-// removed (ENODEV): a regular file removed under an open descriptor
-// still reads, a removed cgroup's files do not.
-func preadLikeKernfs(fd int, p []byte, off int64) (int, error) {
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err == nil && st.Nlink == 0 {
-		return 0, syscall.ENODEV
-	}
-	return syscall.Pread(fd, p, off)
-}
-
 // The pacer keeps a running unit's memory files open and reads them again
 // each step (an open a file a second was most of its CPU in the TCG
 // guest); when they fail as a removed cgroup's do, it opens the path again
@@ -174,7 +163,7 @@ func TestMemoryPacerKeepsTheCgroupFilesOpen(t *testing.T) {
 	writeCgroup(t, root, "s.service", 10*mib, 8*mib)
 	dir := filepath.Join(root, "fs/cgroup/system.slice/s.service")
 	p := &memoryPacer{sys: sys, sysRoot: root, units: []string{"s.service"}, allowance: 32 * mib, set: map[string]uint64{"s.service": 32 * mib},
-		pread: preadLikeKernfs}
+		pread: kernfstest.Pread}
 	defer p.close()
 	high := func() uint64 {
 		t.Helper()
