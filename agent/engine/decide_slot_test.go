@@ -67,14 +67,14 @@ func TestDecideWindowSlotHooks(t *testing.T) {
 			wantPhase: state.Idle, wantAct: ActCheck},
 		{name: "staged deployment vanished: stage again", st: rec(state.Staged), ev: Ticked{}, os: booted, wantPhase: state.Idle, wantAct: ActCheck},
 		{name: "staged target in backoff after a failed hook", st: rec(state.Staged, failed(1, false)), ev: Ticked{}, os: staged, wantPhase: state.Staged, wantAct: ActWait, wantWhy: "retrying after failure"},
-		{name: "leader rule says wait: wait, say why", st: rec(state.Staged), ev: OrderQueried{Reason: "local member a is the leader; it updates after b"}, os: staged,
+		{name: "leader rule says wait: wait, say why", st: rec(state.Staged), ev: OrderQueried{QueueOrder: QueueOrder{Reason: "local member a is the leader; it updates after b"}}, os: staged,
 			wantPhase: state.Staged, wantAct: ActWait, wantWhy: "it updates after b"},
-		{name: "leader rule says go: queue", st: rec(state.Staged), ev: OrderQueried{MayQueue: true}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActAcquire},
+		{name: "leader rule says go: queue", st: rec(state.Staged), ev: OrderQueried{QueueOrder: QueueOrder{MayQueue: true}}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActAcquire},
 		// leader.followers_grace: a leader nobody else is pending for gives
 		// the members that announced nothing until the grace after it
 		// staged, looking again every RecheckInterval (10 s here).
 		{name: "leader, others silent, grace running: look again after the recheck interval", st: rec(state.Staged, stagedAgo(5*time.Second)),
-			ev: OrderQueried{MayQueue: true, Unannounced: []string{"b", "c"}}, os: staged, pol: grace(2 * time.Minute),
+			ev: OrderQueried{QueueOrder: QueueOrder{MayQueue: true, Unannounced: []string{"b", "c"}}}, os: staged, pol: grace(2 * time.Minute),
 			wantPhase: state.Staged, wantAct: ActWait, wantWhy: "giving b, c until 2026-12-02T03:01:55Z to announce",
 			check: func(t *testing.T, s state.State, a Action) {
 				if !a.Until.Equal(t0.Add(10*time.Second)) || !s.Since.Equal(t0.Add(-5*time.Second)) || s.Queued {
@@ -82,7 +82,7 @@ func TestDecideWindowSlotHooks(t *testing.T) {
 				}
 			}},
 		{name: "leader, others silent, grace ends before the recheck: wake at its end", st: rec(state.Staged, stagedAgo(115*time.Second)),
-			ev: OrderQueried{MayQueue: true, Unannounced: []string{"b"}}, os: staged, pol: grace(2 * time.Minute),
+			ev: OrderQueried{QueueOrder: QueueOrder{MayQueue: true, Unannounced: []string{"b"}}}, os: staged, pol: grace(2 * time.Minute),
 			wantPhase: state.Staged, wantAct: ActWait, wantWhy: "leader.followers_grace",
 			check: func(t *testing.T, s state.State, a Action) {
 				if !a.Until.Equal(t0.Add(5 * time.Second)) {
@@ -90,16 +90,16 @@ func TestDecideWindowSlotHooks(t *testing.T) {
 				}
 			}},
 		{name: "leader, others silent, grace over: queue (bounded)", st: rec(state.Staged, stagedAgo(2*time.Minute)),
-			ev: OrderQueried{MayQueue: true, Unannounced: []string{"b"}}, os: staged, pol: grace(2 * time.Minute),
+			ev: OrderQueried{QueueOrder: QueueOrder{MayQueue: true, Unannounced: []string{"b"}}}, os: staged, pol: grace(2 * time.Minute),
 			wantPhase: state.WaitingSlot, wantAct: ActAcquire},
 		{name: "leader, nobody silent: queue at once", st: rec(state.Staged, stagedAgo(time.Second)),
-			ev: OrderQueried{MayQueue: true}, os: staged, pol: grace(2 * time.Minute), wantPhase: state.WaitingSlot, wantAct: ActAcquire},
+			ev: OrderQueried{QueueOrder: QueueOrder{MayQueue: true}}, os: staged, pol: grace(2 * time.Minute), wantPhase: state.WaitingSlot, wantAct: ActAcquire},
 		{name: "grace off: the leader queues at once", st: rec(state.Staged, stagedAgo(time.Second)),
-			ev: OrderQueried{MayQueue: true, Unannounced: []string{"b"}}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActAcquire},
+			ev: OrderQueried{QueueOrder: QueueOrder{MayQueue: true, Unannounced: []string{"b"}}}, os: staged, wantPhase: state.WaitingSlot, wantAct: ActAcquire},
 		// Members seen pending since staging found the update: once they
 		// have updated and withdrawn, the leader does not wait for them.
 		{name: "leader waits for pending followers: they are recorded as announced", st: rec(state.Staged, stagedAgo(time.Second)),
-			ev: OrderQueried{Reason: "it updates after b", Pending: []string{"c", "a", "", "b"}}, os: staged, pol: grace(2 * time.Minute),
+			ev: OrderQueried{QueueOrder: QueueOrder{Reason: "it updates after b", Pending: []string{"c", "a", "", "b"}}}, os: staged, pol: grace(2 * time.Minute),
 			wantPhase: state.Staged, wantAct: ActWait, wantWhy: "it updates after b",
 			check: func(t *testing.T, s state.State, a Action) {
 				if strings.Join(s.Announced, " ") != "a b c" {
@@ -107,10 +107,10 @@ func TestDecideWindowSlotHooks(t *testing.T) {
 				}
 			}},
 		{name: "followers seen before have updated: the leader queues within the grace", st: rec(state.Staged, stagedAgo(time.Second), heardOf("b", "c")),
-			ev: OrderQueried{MayQueue: true, Unannounced: []string{"b", "c"}, Pending: []string{"a"}}, os: staged, pol: grace(2 * time.Minute),
+			ev: OrderQueried{QueueOrder: QueueOrder{MayQueue: true, Unannounced: []string{"b", "c"}, Pending: []string{"a"}}}, os: staged, pol: grace(2 * time.Minute),
 			wantPhase: state.WaitingSlot, wantAct: ActAcquire},
 		{name: "one follower seen, one never: wait for the silent one only", st: rec(state.Staged, stagedAgo(time.Second), heardOf("b")),
-			ev: OrderQueried{MayQueue: true, Unannounced: []string{"b", "c"}}, os: staged, pol: grace(2 * time.Minute),
+			ev: OrderQueried{QueueOrder: QueueOrder{MayQueue: true, Unannounced: []string{"b", "c"}}}, os: staged, pol: grace(2 * time.Minute),
 			wantPhase: state.Staged, wantAct: ActWait, wantWhy: "giving c until"},
 		{name: "a new update: members heard for the last one are forgotten", st: rec(state.Idle, heardOf("b")),
 			ev: Checked{Target: &other}, wantPhase: state.Staging, wantAct: ActStage,
@@ -120,7 +120,7 @@ func TestDecideWindowSlotHooks(t *testing.T) {
 				}
 			}},
 		{name: "grace running, but the leader rule says wait: its reason", st: rec(state.Staged, stagedAgo(time.Second)),
-			ev: OrderQueried{Reason: "local member a is the leader; it updates after b", Unannounced: []string{"c"}}, os: staged, pol: grace(2 * time.Minute),
+			ev: OrderQueried{QueueOrder: QueueOrder{Reason: "local member a is the leader; it updates after b", Unannounced: []string{"c"}}}, os: staged, pol: grace(2 * time.Minute),
 			wantPhase: state.Staged, wantAct: ActWait, wantWhy: "it updates after b"},
 		{name: "leader rule unknown: retry", st: rec(state.Staged), ev: OrderQueried{Err: errors.New("etcd down")}, os: staged, wantPhase: state.Staged, wantAct: ActWait, wantWhy: "etcd down"},
 		{name: "in the window: ask the leader rule before queueing", st: rec(state.Staged), ev: Ticked{}, os: staged,

@@ -263,7 +263,7 @@ func (e *Engine) do(ctx context.Context, st state.State, act Action) Event {
 	case ActQueryOrder:
 		var q QueueOrder
 		err := e.busy(ctx, func() (err error) { q, err = o.Cluster.MayQueue(ctx); return err })
-		return OrderQueried{MayQueue: q.MayQueue, Reason: q.Reason, Unannounced: q.Unannounced, Pending: q.Pending, Err: err}
+		return OrderQueried{QueueOrder: q, Err: err}
 	case ActAcquire:
 		// Announce again: a failure after staging withdrew the
 		// announcement for the backoff.

@@ -27,14 +27,10 @@ type (
 	StageDone struct{ Err error }
 	// CleanedUp: rpm-ostree cleanup -p finished.
 	CleanedUp struct{ Err error }
-	// OrderQueried: the leader rule before queueing for a slot; Reason
-	// says why not when !MayQueue. Unannounced, Pending: QueueOrder's.
+	// OrderQueried: the leader rule's answer before queueing for a slot.
 	OrderQueried struct {
-		MayQueue    bool
-		Reason      string
-		Unannounced []string
-		Pending     []string
-		Err         error
+		QueueOrder
+		Err error
 	}
 	// SlotHeld: this node holds a reboot slot.
 	SlotHeld struct {

@@ -19,7 +19,7 @@ func outcomes() map[[2]string][]string {
 		Started{}, Ticked{}, Recovered{}, Recovered{Err: errBoom},
 		Checked{Target: &tgt}, Checked{}, Checked{Err: errBoom}, Checked{Target: &state.Target{Checksum: "newer"}},
 		StageDone{}, StageDone{Err: errBoom}, CleanedUp{}, CleanedUp{Err: errBoom},
-		OrderQueried{MayQueue: true}, OrderQueried{Err: errBoom},
+		OrderQueried{QueueOrder: QueueOrder{MayQueue: true}}, OrderQueried{Err: errBoom},
 		SlotHeld{LeaseID: 7}, SlotHeld{Err: errBoom},
 		Adopted{Lease: LeaseHolding}, Adopted{Lease: LeaseWaiting}, Adopted{Lease: LeaseGone}, Adopted{Err: errBoom},
 		HooksDone{}, HooksDone{Err: errBoom},
