@@ -235,7 +235,7 @@ func Markdown(s Summary, c Counts, setup string) string {
 	if s.Span > 0 {
 		perMin = float64(c.Scrapes) / s.Span.Minutes()
 	}
-	fmt.Fprintf(&b, "| scrapes of etcd's /metrics | %d (%.2f a minute, %.0f KB each on the wire, gzip) | |\n", c.Scrapes, perMin, avgKB(c))
+	fmt.Fprintf(&b, "| scrapes of etcd's /metrics | %d (%.2f a minute, %.0f KB each on the wire, uncompressed: the agent asks for identity) | |\n", c.Scrapes, perMin, avgKB(c))
 	subs := make([]string, 0, len(c.RPMOstree))
 	total := 0
 	for k, n := range c.RPMOstree {
