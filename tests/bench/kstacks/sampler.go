@@ -110,6 +110,8 @@ type Sampler struct {
 	inflight int            // fd, -1 when not open
 	buf      []byte
 	stack    []byte
+	// stackRead runs after a stack is read (tests: the thread wakes).
+	stackRead func()
 }
 
 type thread struct {
@@ -312,6 +314,9 @@ func (s *Sampler) readStack(th *thread) string {
 	if err != nil {
 		s.agg.Error(fmt.Sprintf("/%s/stack: %v", th.dir, err))
 		return NoStack
+	}
+	if s.stackRead != nil {
+		s.stackRead()
 	}
 	folded := FoldStack(b)
 	if folded == "" {

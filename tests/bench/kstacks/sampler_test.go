@@ -179,3 +179,20 @@ func readFile(t *testing.T, root, p string) string {
 	}
 	return string(b)
 }
+
+// A thread that leaves D while its stack is read waited somewhere that
+// stack may no longer show: it is counted apart, not under that stack.
+func TestSamplerThreadWokeDuringStackRead(t *testing.T) {
+	root := fixture(t)
+	s := NewSampler(root, fixtureConfig(t))
+	defer s.Close()
+	s.stackRead = func() {
+		write(t, root, "proc/101/task/101/stat", "101 (etcd (wal) x) S 1 100 100 0 -1 ...\n")
+	}
+	s.Rescan()
+	s.Sample()
+	etcd := s.Summary().Groups[0]
+	if etcd.States["D"] != 1 || len(etcd.Stacks) != 1 || etcd.Stacks[0] != (Stack{Woke, 1}) {
+		t.Errorf("etcd %+v", etcd)
+	}
+}
