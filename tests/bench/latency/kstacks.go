@@ -10,12 +10,15 @@ import (
 	"github.com/update-agent/update-agent/tests/bench/kstacks"
 )
 
-// Units in the guest: the etcd member (Install), the loads (StartLoads)
+// Units in the guest: the etcd member (Install), the fio job (StartLoads)
 // and the kernel-stack sampler (StartKStacks).
 const (
-	etcdUnit    = "bench-etcd.service"
-	fioUnit     = "bench-fio.service"
-	kstacksUnit = "bench-kstacks.service"
+	etcdUnit = "bench-etcd.service"
+	fioUnit  = "bench-fio.service"
+	// rpmOstreedUnit is the stand-in's daemon (Install), which writes the
+	// update in every staging scenario.
+	rpmOstreedUnit = "rpm-ostreed.service"
+	kstacksUnit    = "bench-kstacks.service"
 )
 
 // kstacksSummary is the sampler's summary in a scenario's result dir.
@@ -24,12 +27,14 @@ func kstacksSummary(dir string) string { return dir + "/kstacks.json" }
 // kstacksArgs is the sampler's command line (tests/bench/cmd/kstacks) for
 // a scenario whose results go to dir: every 100 ms, the threads of etcd's
 // and the fio job's units (fio forks its job: the unit's cgroup has both),
-// the journal threads of the measured disk's filesystems (ext4's jbd2, XFS's
-// xfsaild), and the measured disk's requests in flight.
+// of rpm-ostreed (the stand-in's daemon pulls and checks out, whoever asks
+// it to stage), the journal threads of the measured disk's filesystems
+// (ext4's jbd2, XFS's xfsaild), and the measured disk's requests in flight.
 func (l Layout) kstacksArgs(dir string) []string {
 	return []string{"/usr/local/bin/kstacks", "-interval", "100ms", "-disk", l.Dev,
 		"-cgroup", "etcd=" + path.Join("system.slice", etcdUnit),
 		"-cgroup", "fio=" + path.Join("system.slice", fioUnit),
+		"-cgroup", "rpm-ostreed=" + path.Join("system.slice", rpmOstreedUnit),
 		"-comm", "jbd2=jbd2/" + l.Dev + "*",
 		"-comm", "xfsaild=xfsaild/" + l.Dev + "*",
 		"-out", kstacksSummary(dir)}

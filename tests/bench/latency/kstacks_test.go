@@ -69,7 +69,8 @@ func TestKStacksWiring(t *testing.T) {
 				cgroups[tg.Name] = tg.Cgroup
 			}
 		}
-		if cgroups["etcd"] != "system.slice/bench-etcd.service" || cgroups["fio"] != "system.slice/bench-fio.service" {
+		if cgroups["etcd"] != "system.slice/bench-etcd.service" || cgroups["fio"] != "system.slice/bench-fio.service" ||
+			cgroups["rpm-ostreed"] != "system.slice/rpm-ostreed.service" {
 			t.Errorf("cgroups %v", cgroups)
 		}
 
@@ -90,6 +91,9 @@ func TestKStacksWiring(t *testing.T) {
 		}
 		if !g.ran("/etc/systemd/system/" + etcdUnit) {
 			t.Errorf("Install writes no %s: %q", etcdUnit, g.cmds)
+		}
+		if !slices.Contains(g.copied, "/etc/systemd/system/"+rpmOstreedUnit) {
+			t.Errorf("Install copies no %s: %v", rpmOstreedUnit, g.copied)
 		}
 		if _, err := StartLoads(context.Background(), g, "/r/x", "/f", []string{"--name=x"}, 20); err != nil {
 			t.Fatal(err)
