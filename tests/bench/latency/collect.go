@@ -34,6 +34,7 @@ type Measured struct {
 	EtcdPuts []byte // putload's summary.json: the puts served
 	StageLog []byte // update-agent's log of the staging (Agent only): the guard's decisions
 	Profile  []byte // stage-once's CPU profile (Scenario.Profile)
+	KStacks  []byte // where etcd's and fio's threads waited, as text (Scenario.Profile)
 }
 
 // Rows are the table rows of m: the fio job and the etcd member. A missing

@@ -66,7 +66,7 @@ func Install(ctx context.Context, g Guest, l Layout, bins Binaries, repo string)
 	if _, err := sh(ctx, g, "rm -rf "+binDir+" && mkdir -p "+binDir); err != nil {
 		return err
 	}
-	for _, n := range []string{"rpm-ostree", "mkupdate", "putload", "update-agent", "etcd"} {
+	for _, n := range []string{"rpm-ostree", "mkupdate", "putload", "kstacks", "update-agent", "etcd"} {
 		if err := g.CopyIn(ctx, bins.Path(n), binDir+"/"+n); err != nil {
 			return fmt.Errorf("copying %s into the guest: %w", n, err)
 		}
@@ -119,7 +119,7 @@ func installUsr(ctx context.Context, g Guest, l Layout) error {
 	cmds = append(cmds,
 		"install -m 0755 "+binDir+"/rpm-ostree /usr/bin/rpm-ostree",
 		"install -m 0755 "+binDir+"/update-agent /usr/bin/update-agent",
-		"install -m 0755 "+binDir+"/mkupdate "+binDir+"/putload "+binDir+"/etcd /usr/local/bin/",
+		"install -m 0755 "+binDir+"/mkupdate "+binDir+"/putload "+binDir+"/kstacks "+binDir+"/etcd /usr/local/bin/",
 		"install -D -m 0644 "+binDir+"/00-defaults.toml /usr/lib/update-agent/config.d/00-defaults.toml",
 		"mkdir -p /etc/update-agent/config.d "+l.Scratch+" "+l.ResultDir,
 		"systemd-tmpfiles --create /etc/tmpfiles.d/rpm-ostree-standin.conf",

@@ -127,8 +127,8 @@ func (r *run) disk(ctx context.Context, t *testing.T, d Disk) {
 				// One retry: a run of hours is not lost to one hiccup of
 				// the harness (seen once: fio left no report when
 				// stopped). The retry is in the log and the notes.
-				journal, _ := sh(ctx, g, "journalctl -q --no-pager -o cat -n 20 -u bench-fio -u bench-put")
-				r.logf("%s/%s rep %d failed, running it again: %v\nthe loads' journal:\n%s", d.Name, sc.ID, rep, err, journal)
+				journal, _ := sh(ctx, g, "journalctl -q --no-pager -o cat -n 20 -u bench-fio -u bench-put -u bench-kstacks")
+				r.logf("%s/%s rep %d failed, running it again: %v\nthe loads' (and kstacks') journal:\n%s", d.Name, sc.ID, rep, err, journal)
 				r.notes = append(r.notes, fmt.Sprintf("- %s/%s rep %d was run again after: %v", d.Name, sc.ID, rep, err))
 				if err := r.runOne(ctx, d, sc, rep); err != nil {
 					t.Fatal(err)

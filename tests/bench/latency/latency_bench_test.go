@@ -160,7 +160,7 @@ type run struct {
 	base, update, out string
 	logf              func(string, ...any)
 	split             bool // etcd on its own filesystem now
-	profile           bool // BENCH_PROFILE=1: agent scenarios write CPU profiles
+	profile           bool // BENCH_PROFILE=1: kernel stacks in every scenario, CPU profiles of the agent's
 	table             report.Table
 	notes             []string
 	panels            []report.Panel // of the disk being measured (first repetition)
@@ -178,7 +178,7 @@ func (r *run) runOne(ctx context.Context, d Disk, sc Scenario, rep int) error {
 			return err
 		}
 	}
-	sc.Profile = r.profile && sc.Stager == Agent
+	sc.Profile = r.profile
 	m, err := runScenario(ctx, g, r.l, d, sc, r.plan, r.base, r.update, logf)
 	if err != nil {
 		return fmt.Errorf("%s/%s rep %d: %v", d.Name, sc.ID, rep, err)
@@ -189,18 +189,19 @@ func (r *run) runOne(ctx context.Context, d Disk, sc Scenario, rep int) error {
 		return err
 	}
 	r.table.Rows = append(r.table.Rows, rows...)
-	if len(m.StageLog) > 0 {
-		p := filepath.Join(r.out, "logs", fmt.Sprintf("%s-%s-%s-rep%d.log", d.Name, sc.ID, strings.ReplaceAll(sc.Load(d), "/", ""), rep))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	base := filepath.Join(r.out, "logs", LogBase(d, sc, rep))
+	for _, f := range []struct {
+		name string
+		b    []byte
+	}{{base + ".log", m.StageLog}, {base + ".pprof", m.Profile}, {base + "-kstacks.txt", m.KStacks}} {
+		if len(f.b) == 0 {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(f.name), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(p, m.StageLog, 0o644); err != nil {
+		if err := os.WriteFile(f.name, f.b, 0o644); err != nil {
 			return err
-		}
-		if len(m.Profile) > 0 {
-			if err := os.WriteFile(strings.TrimSuffix(p, ".log")+".pprof", m.Profile, 0o644); err != nil {
-				return err
-			}
 		}
 	}
 	if rep == 1 {
@@ -259,9 +260,19 @@ func runScenario(ctx context.Context, g Guest, l Layout, d Disk, sc Scenario, pl
 	stopped := false
 	defer func() {
 		if !stopped {
+			if sc.Profile {
+				StopKStacks(context.Background(), g)
+			}
 			StopLoads(context.Background(), g)
 		}
 	}()
+	if sc.Profile {
+		// From here to just before the loads stop: their whole run, in
+		// every scenario, (a) alone included.
+		if err := StartKStacks(ctx, g, l, dir); err != nil {
+			return Measured{}, err
+		}
+	}
 	// Let the loads settle (and the guard learn its baseline) before staging.
 	time.Sleep(5 * time.Second)
 	if sc.Stager == NoStaging {
@@ -274,12 +285,22 @@ func runScenario(ctx context.Context, g Guest, l Layout, d Disk, sc Scenario, pl
 		}
 		time.Sleep(3 * time.Second)
 	}
+	if sc.Profile {
+		if err := StopKStacks(ctx, g); err != nil {
+			return Measured{}, err
+		}
+	}
 	stopped = true
 	if err := StopLoads(ctx, g); err != nil {
 		return Measured{}, err
 	}
 	if err := FetchLoads(ctx, g, dir, &m); err != nil {
 		return Measured{}, err
+	}
+	if sc.Profile {
+		if m.KStacks, err = FetchKStacks(ctx, g, dir); err != nil {
+			return Measured{}, err
+		}
 	}
 	if sc.Stager == Agent {
 		if m.StageLog, err = Fetch(ctx, g, l.stageLog()); err != nil {

@@ -91,8 +91,10 @@ type Scenario struct {
 	// SplitFS puts etcd and the fio job on a filesystem of their own (a
 	// second partition of the same disk) instead of next to the sysroot.
 	SplitFS bool
-	// Profile: stage-once writes a CPU profile, kept beside its log
-	// (BENCH_PROFILE=1).
+	// Profile (BENCH_PROFILE=1, every scenario): kstacks samples where
+	// etcd's and the fio job's threads wait in the kernel and the disk's
+	// queue depth while the loads run; stage-once (Agent) writes a CPU
+	// profile. Both are kept beside the stager's log.
 	Profile bool
 	// Wrap is put before `update-agent stage-once` (Agent only): how the
 	// agent's own process runs (its CPU share, its Go runtime).

@@ -1,0 +1,360 @@
+// Package kstacks samples where chosen threads wait in the kernel and how
+// deep a disk's queue is, for the latency benchmark (BENCH_PROFILE=1): which
+// mechanism holds etcd's and the fio job's fsyncs (an XFS log force, an
+// ext4 journal commit waiting for ordered data, the block queue) in every
+// scenario. This file is the pure part: parsing the proc and sysfs files,
+// folding stacks, the aggregate and its summary; sampler.go reads the
+// files, cmd/kstacks runs it in the guest.
+package kstacks
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ParseState is the state letter of a /proc/PID/task/TID/stat line ('R',
+// 'S', 'D', ...): the field after the comm, which is in parentheses and
+// may itself hold spaces and parentheses, so it is found after the LAST ')'.
+func ParseState(stat []byte) (byte, error) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("stat %q: no ')' after the comm", stat)
+	}
+	rest := bytes.TrimLeft(stat[i+1:], " ")
+	if len(rest) == 0 || rest[0] == '\n' {
+		return 0, fmt.Errorf("stat %q: no state after the comm", stat)
+	}
+	return rest[0], nil
+}
+
+// FoldStack folds a /proc/PID/task/TID/stack ("[<0>] func+0x1b/0x70 [mod]"
+// per line, innermost first) into one line "outer;...;leaf", leaf last as
+// flame graphs want it, without addresses, offsets and module names, so
+// that the same wait in two threads or samples is the same string.
+// An empty stack (the thread ran while it was read) folds to "".
+func FoldStack(stack []byte) string {
+	var frames []string
+	for line := range bytes.Lines(stack) {
+		line = bytes.TrimSpace(line)
+		if i := bytes.Index(line, []byte("] ")); bytes.HasPrefix(line, []byte("[<")) && i >= 0 {
+			line = line[i+2:]
+		}
+		if i := bytes.IndexAny(line, "+ "); i >= 0 {
+			line = line[:i]
+		}
+		if len(line) > 0 {
+			frames = append(frames, string(line))
+		}
+	}
+	slices.Reverse(frames)
+	return strings.Join(frames, ";")
+}
+
+// ParseInflight reads /sys/block/DEV/inflight: the reads and writes the
+// block layer has dispatched to the device and not seen complete (what
+// waits in the I/O scheduler is not counted; what qemu's throttle holds is).
+func ParseInflight(b []byte) (reads, writes int, err error) {
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0, fmt.Errorf("inflight %q: want two counts", b)
+	}
+	r, err1 := strconv.Atoi(f[0])
+	w, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil || r < 0 || w < 0 {
+		return 0, 0, fmt.Errorf("inflight %q: want two counts", b)
+	}
+	return r, w, nil
+}
+
+// ParseTIDs reads a cgroup.threads (one thread id a line).
+func ParseTIDs(b []byte) ([]int, error) {
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("thread id %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// Buckets are the in-flight histogram's bucket labels.
+var Buckets = []string{"0", "1", "2", "3-4", "5-8", "9-16", "17-32", ">32"}
+
+// Bucket is the index in Buckets of n requests in flight.
+func Bucket(n int) int {
+	switch {
+	case n <= 2:
+		return max(n, 0)
+	case n <= 4:
+		return 3
+	case n <= 8:
+		return 4
+	case n <= 16:
+		return 5
+	case n <= 32:
+		return 6
+	}
+	return 7
+}
+
+// Summary is what one sampling run found: the sampler's JSON output.
+type Summary struct {
+	Disk       string  `json:"disk"`
+	IntervalMS float64 `json:"interval_ms"` // asked for
+	Seconds    float64 `json:"seconds"`     // from the first sample to the last
+	StartNS    int64   `json:"start_unix_ns"`
+	EndNS      int64   `json:"end_unix_ns"`
+	Samples    int     `json:"samples"`
+	Groups     []Group `json:"groups"`
+	// ReadsInflight and WritesInflight count the samples per bucket of
+	// Buckets.
+	ReadsInflight  []int `json:"reads_inflight"`
+	WritesInflight []int `json:"writes_inflight"`
+	// InflightErrors counts samples whose inflight file could not be read.
+	InflightErrors int `json:"inflight_errors"`
+	// Errors are what could not be read (a cgroup, a stack), with how
+	// often; at most maxErrors distinct ones.
+	Errors map[string]int `json:"errors,omitempty"`
+}
+
+const maxErrors = 20
+
+// Group is one set of threads sampled together (etcd's unit, the fio
+// job's, the journal threads).
+type Group struct {
+	Name        string         `json:"name"`
+	Threads     int            `json:"threads_seen"`   // distinct thread ids over the run
+	ThreadSamps int            `json:"thread_samples"` // sum over samples of the threads read
+	States      map[string]int `json:"states"`         // thread-samples per state letter
+	SamplesD    int            `json:"samples_with_d"` // samples with at least one thread in D
+	Stacks      []Stack        `json:"stacks"`         // of the thread-samples in D, most first
+}
+
+// Stack is one folded kernel stack and how many thread-samples in D had it.
+type Stack struct {
+	Stack string `json:"stack"`
+	Count int    `json:"count"`
+}
+
+// Stack labels for a thread seen in D whose stack says nothing of that
+// wait: it ran again before its stack was read.
+const (
+	NoStack = "(running when its stack was read)"
+	Woke    = "(no longer in D after its stack was read)"
+)
+
+// Aggregate accumulates samples into a Summary.
+type Aggregate struct {
+	groups                []*groupAgg // in the order named
+	at                    map[string]*groupAgg
+	samples, inflightErrs int
+	reads, writes         [8]int
+	errs                  map[string]int
+}
+
+type groupAgg struct {
+	name           string
+	threads        map[int]bool
+	states, stacks map[string]int
+	threadSamples  int
+	samplesD       int
+	inSample       bool // a thread was in D in the current sample
+}
+
+// NewAggregate aggregates for the named groups, in that order.
+func NewAggregate(groups []string) *Aggregate {
+	a := &Aggregate{at: map[string]*groupAgg{}, errs: map[string]int{}}
+	for _, name := range groups {
+		g := &groupAgg{name: name, threads: map[int]bool{}, states: map[string]int{}, stacks: map[string]int{}}
+		a.groups = append(a.groups, g)
+		a.at[name] = g
+	}
+	return a
+}
+
+// BeginSample starts a sample; Thread and Inflight record into it.
+func (a *Aggregate) BeginSample() {
+	a.samples++
+	for _, g := range a.groups {
+		g.inSample = false
+	}
+}
+
+// Thread records thread tid of group in state; stack is its folded stack
+// when in D.
+func (a *Aggregate) Thread(group string, tid int, state byte, stack string) {
+	g, ok := a.at[group]
+	if !ok {
+		return
+	}
+	g.threads[tid] = true
+	g.threadSamples++
+	g.states[string(state)]++
+	if state != 'D' {
+		return
+	}
+	if !g.inSample {
+		g.inSample = true
+		g.samplesD++
+	}
+	g.stacks[stack]++
+}
+
+// Inflight records the disk's requests in flight.
+func (a *Aggregate) Inflight(reads, writes int) {
+	a.reads[Bucket(reads)]++
+	a.writes[Bucket(writes)]++
+}
+
+// InflightError records a sample without the disk's queue depth.
+func (a *Aggregate) InflightError() { a.inflightErrs++ }
+
+// Error records what could not be read.
+func (a *Aggregate) Error(msg string) {
+	if _, ok := a.errs[msg]; ok || len(a.errs) < maxErrors {
+		a.errs[msg]++
+	}
+}
+
+// Summary is what was aggregated; the caller sets the disk and times.
+func (a *Aggregate) Summary() Summary {
+	s := Summary{Samples: a.samples, ReadsInflight: slices.Clone(a.reads[:]), WritesInflight: slices.Clone(a.writes[:]), InflightErrors: a.inflightErrs}
+	if len(a.errs) > 0 {
+		s.Errors = maps.Clone(a.errs)
+	}
+	for _, ga := range a.groups {
+		g := Group{Name: ga.name, Threads: len(ga.threads), ThreadSamps: ga.threadSamples, States: maps.Clone(ga.states), SamplesD: ga.samplesD}
+		for st, n := range ga.stacks {
+			g.Stacks = append(g.Stacks, Stack{Stack: st, Count: n})
+		}
+		slices.SortFunc(g.Stacks, func(x, y Stack) int {
+			if x.Count != y.Count {
+				return y.Count - x.Count
+			}
+			return strings.Compare(x.Stack, y.Stack)
+		})
+		s.Groups = append(s.Groups, g)
+	}
+	return s
+}
+
+// Decode reads a summary and checks that it measured something: samples
+// were taken and each of the groups named in need saw at least one thread
+// (a wrong cgroup path sees none and would read as "never waited").
+func Decode(b []byte, need ...string) (Summary, error) {
+	var s Summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		return Summary{}, fmt.Errorf("kstacks summary: %w", err)
+	}
+	if s.Samples == 0 {
+		return Summary{}, errors.New("kstacks summary: no sample taken")
+	}
+	if len(s.ReadsInflight) != len(Buckets) || len(s.WritesInflight) != len(Buckets) {
+		return Summary{}, fmt.Errorf("kstacks summary: inflight histograms of %d and %d buckets, want %d", len(s.ReadsInflight), len(s.WritesInflight), len(Buckets))
+	}
+	for _, n := range need {
+		i := slices.IndexFunc(s.Groups, func(g Group) bool { return g.Name == n })
+		if i < 0 || s.Groups[i].Threads == 0 {
+			return Summary{}, fmt.Errorf("kstacks summary: no thread of %s was sampled (errors: %s)", n, errorList(s.Errors))
+		}
+	}
+	return s, nil
+}
+
+// Render writes s as text: per group the share of samples with a thread
+// in D and its top stacks (count and share of the group's thread-samples
+// in D), then the disk's in-flight histograms as shares of the samples.
+func (s Summary) Render(w io.Writer, top int) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "kstacks: %d samples over %.1f s (asked every %g ms, got one every %.1f ms)\n",
+		s.Samples, s.Seconds, s.IntervalMS, 1000*s.Seconds/float64(max(s.Samples-1, 1)))
+	for _, g := range s.Groups {
+		d := g.States["D"]
+		fmt.Fprintf(&b, "\n%s: %d threads; %d of %d samples (%s) with a thread in D; thread-samples by state: %s\n",
+			g.Name, g.Threads, g.SamplesD, s.Samples, pct(g.SamplesD, s.Samples), states(g.States))
+		for i, st := range g.Stacks {
+			if i == top {
+				rest := 0
+				for _, r := range g.Stacks[top:] {
+					rest += r.Count
+				}
+				fmt.Fprintf(&b, "  %6d %6s  (%d more stacks)\n", rest, pct(rest, d), len(g.Stacks)-top)
+				break
+			}
+			fmt.Fprintf(&b, "  %6d %6s  %s\n", st.Count, pct(st.Count, d), st.Stack)
+		}
+	}
+	fmt.Fprintf(&b, "\n%s: requests in flight (dispatched to the device), share of %d samples", s.Disk, s.Samples)
+	if s.InflightErrors > 0 {
+		fmt.Fprintf(&b, " (%d unreadable)", s.InflightErrors)
+	}
+	fmt.Fprintf(&b, "\n%-7s", "")
+	for _, l := range Buckets {
+		fmt.Fprintf(&b, "%7s", l)
+	}
+	for _, row := range []struct {
+		name string
+		h    []int
+	}{{"writes", s.WritesInflight}, {"reads", s.ReadsInflight}} {
+		fmt.Fprintf(&b, "\n%-7s", row.name)
+		for _, n := range row.h {
+			fmt.Fprintf(&b, "%7s", pct(n, s.Samples))
+		}
+	}
+	b.WriteString("\n")
+	if len(s.Errors) > 0 {
+		fmt.Fprintf(&b, "\nunreadable: %s\n", errorList(s.Errors))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func pct(n, of int) string {
+	if of == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(of))
+}
+
+// states renders the per-state counts, most first ("S 900, D 40, R 12").
+func states(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y string) int {
+		if m[x] != m[y] {
+			return m[y] - m[x]
+		}
+		return strings.Compare(x, y)
+	})
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// errorList renders the errors, sorted, with their counts.
+func errorList(errs map[string]int) string {
+	if len(errs) == 0 {
+		return "none"
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(errs)) {
+		out = append(out, fmt.Sprintf("%s (x%d)", k, errs[k]))
+	}
+	return strings.Join(out, "; ")
+}

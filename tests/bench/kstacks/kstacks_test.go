@@ -1,0 +1,214 @@
+package kstacks
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseState(t *testing.T) {
+	for _, c := range []struct {
+		stat string
+		want byte
+	}{
+		{"1234 (etcd) S 1 1234 1234 0 -1 4194560 ...", 'S'},
+		{"1240 (etcd) D 1 1234 1234 0 -1 4194560 ...", 'D'},
+		// comm may hold spaces and parentheses: the state follows the last ')'.
+		{"77 (a) D (b) R 1 77 ...", 'R'},
+		{"78 ((sd-pam)) S 1 ...", 'S'},
+		{"79 (x) y) D 1 ...", 'D'},
+		{"80 (jbd2/vda3-8) D 2 0 0 ...\n", 'D'},
+	} {
+		got, err := ParseState([]byte(c.stat))
+		if err != nil || got != c.want {
+			t.Errorf("ParseState(%q) = %q, %v; want %q", c.stat, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"", "1234 etcd S 1", "1234 (etcd)", "1234 (etcd) \n"} {
+		if st, err := ParseState([]byte(bad)); err == nil {
+			t.Errorf("ParseState(%q) = %q, want an error", bad, st)
+		}
+	}
+}
+
+// Stacks as Debian 12's kernel (6.1) prints them in /proc/PID/task/TID/stack.
+const (
+	ext4Fsync = `[<0>] jbd2_log_wait_commit+0xac/0x120 [jbd2]
+[<0>] ext4_sync_file+0x1a9/0x390 [ext4]
+[<0>] __x64_sys_fdatasync+0x48/0x90
+[<0>] do_syscall_64+0x58/0xc0
+[<0>] entry_SYSCALL_64_after_hwframe+0x64/0xce
+`
+	xfsFsync = `[<0>] xlog_wait_on_iclog+0x15e/0x180 [xfs]
+[<0>] xfs_log_force_seq+0x8f/0x150 [xfs]
+[<0>] xfs_file_fsync+0x14e/0x220 [xfs]
+[<0>] __x64_sys_fdatasync+0x48/0x90
+[<0>] do_syscall_64+0x58/0xc0
+[<0>] entry_SYSCALL_64_after_hwframe+0x64/0xce
+`
+	ext4Folded = "entry_SYSCALL_64_after_hwframe;do_syscall_64;__x64_sys_fdatasync;ext4_sync_file;jbd2_log_wait_commit"
+	xfsFolded  = "entry_SYSCALL_64_after_hwframe;do_syscall_64;__x64_sys_fdatasync;xfs_file_fsync;xfs_log_force_seq;xlog_wait_on_iclog"
+)
+
+func TestFoldStack(t *testing.T) {
+	for _, c := range []struct{ stack, want string }{
+		{ext4Fsync, ext4Folded},
+		{xfsFsync, xfsFolded},
+		// Addresses shown (kptr_restrict 0), no module, no trailing newline.
+		{"[<ffffffff9a1b2c3d>] io_schedule+0x12/0x40\n[<ffffffff9a1b0000>] folio_wait_bit_common+0x13d/0x350", "folio_wait_bit_common;io_schedule"},
+		{"[<0>] wait_on_page_writeback.part.0+0x10/0x20\n", "wait_on_page_writeback.part.0"},
+		{"", ""},
+		{"\n", ""},
+	} {
+		if got := FoldStack([]byte(c.stack)); got != c.want {
+			t.Errorf("FoldStack(%q) = %q, want %q", c.stack, got, c.want)
+		}
+	}
+}
+
+func TestParseInflight(t *testing.T) {
+	r, w, err := ParseInflight([]byte("       3       17\n"))
+	if err != nil || r != 3 || w != 17 {
+		t.Errorf("got %d %d %v", r, w, err)
+	}
+	for _, bad := range []string{"", "3", "3 x", "-1 2", "1 2 3"} {
+		if _, _, err := ParseInflight([]byte(bad)); err == nil {
+			t.Errorf("ParseInflight(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseTIDs(t *testing.T) {
+	got, err := ParseTIDs([]byte("812\n813\n900\n"))
+	if err != nil || len(got) != 3 || got[0] != 812 || got[2] != 900 {
+		t.Errorf("got %v %v", got, err)
+	}
+	if got, err := ParseTIDs(nil); err != nil || len(got) != 0 {
+		t.Errorf("empty cgroup: %v %v", got, err)
+	}
+	if _, err := ParseTIDs([]byte("12\nx\n")); err == nil {
+		t.Error("bad thread id accepted")
+	}
+}
+
+func TestBucket(t *testing.T) {
+	for n, want := range map[int]string{-1: "0", 0: "0", 1: "1", 2: "2", 3: "3-4", 4: "3-4", 5: "5-8", 8: "5-8",
+		9: "9-16", 16: "9-16", 17: "17-32", 32: "17-32", 33: ">32", 1000: ">32"} {
+		if got := Buckets[Bucket(n)]; got != want {
+			t.Errorf("Bucket(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
+
+// aggregated is four samples of etcd (two threads) and fio (one) with
+// the disk's queue at 0, 1, 5 and 40 writes.
+func aggregated() Summary {
+	a := NewAggregate([]string{"etcd", "fio"})
+	a.BeginSample()
+	a.Thread("etcd", 10, 'S', "")
+	a.Thread("etcd", 11, 'D', xfsFolded)
+	a.Thread("fio", 20, 'D', xfsFolded)
+	a.Inflight(0, 0)
+	a.BeginSample()
+	a.Thread("etcd", 10, 'D', xfsFolded)
+	a.Thread("etcd", 11, 'D', ext4Folded)
+	a.Thread("fio", 20, 'R', "")
+	a.Thread("other", 99, 'D', "x") // not a group: ignored
+	a.Inflight(1, 1)
+	a.BeginSample()
+	a.Thread("etcd", 10, 'S', "")
+	a.Thread("etcd", 11, 'S', "")
+	a.Thread("fio", 20, 'D', NoStack)
+	a.Inflight(0, 5)
+	a.BeginSample()
+	a.Thread("etcd", 12, 'D', xfsFolded)
+	a.InflightError()
+	a.Error("vda inflight: gone")
+	s := a.Summary()
+	s.Disk, s.IntervalMS, s.Seconds = "vda", 100, 0.3
+	return s
+}
+
+func TestAggregate(t *testing.T) {
+	s := aggregated()
+	if s.Samples != 4 || s.InflightErrors != 1 || s.Errors["vda inflight: gone"] != 1 {
+		t.Fatalf("summary %+v", s)
+	}
+	if got, want := s.WritesInflight, []int{1, 1, 0, 0, 1, 0, 0, 0}; !slices.Equal(got, want) {
+		t.Errorf("writes in flight %v, want %v", got, want)
+	}
+	if got, want := s.ReadsInflight, []int{2, 1, 0, 0, 0, 0, 0, 0}; !slices.Equal(got, want) {
+		t.Errorf("reads in flight %v, want %v", got, want)
+	}
+	etcd, fio := s.Groups[0], s.Groups[1]
+	if etcd.Name != "etcd" || etcd.Threads != 3 || etcd.ThreadSamps != 7 || etcd.SamplesD != 3 || etcd.States["D"] != 4 || etcd.States["S"] != 3 {
+		t.Errorf("etcd %+v", etcd)
+	}
+	// Most first, ties by name.
+	if len(etcd.Stacks) != 2 || etcd.Stacks[0] != (Stack{xfsFolded, 3}) || etcd.Stacks[1] != (Stack{ext4Folded, 1}) {
+		t.Errorf("etcd stacks %+v", etcd.Stacks)
+	}
+	if fio.Threads != 1 || fio.SamplesD != 2 || fio.States["R"] != 1 || len(fio.Stacks) != 2 || fio.Stacks[0] != (Stack{NoStack, 1}) {
+		t.Errorf("fio %+v", fio)
+	}
+}
+
+func TestRender(t *testing.T) {
+	var b strings.Builder
+	if err := aggregated().Render(&b, 1); err != nil {
+		t.Fatal(err)
+	}
+	want := `kstacks: 4 samples over 0.3 s (asked every 100 ms, got one every 100.0 ms)
+
+etcd: 3 threads; 3 of 4 samples (75.0%) with a thread in D; thread-samples by state: D 4, S 3
+       3  75.0%  ` + xfsFolded + `
+       1  25.0%  (1 more stacks)
+
+fio: 1 threads; 2 of 4 samples (50.0%) with a thread in D; thread-samples by state: D 2, R 1
+       1  50.0%  (running when its stack was read)
+       1  50.0%  (1 more stacks)
+
+vda: requests in flight (dispatched to the device), share of 4 samples (1 unreadable)
+             0      1      2    3-4    5-8   9-16  17-32    >32
+writes   25.0%  25.0%   0.0%   0.0%  25.0%   0.0%   0.0%   0.0%
+reads    50.0%  25.0%   0.0%   0.0%   0.0%   0.0%   0.0%   0.0%
+
+unreadable: vda inflight: gone (x1)
+`
+	// fio's two stacks both count 1: by name, NoStack's "(" first.
+	if b.String() != want {
+		t.Errorf("Render:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+func TestDecode(t *testing.T) {
+	good, err := json.Marshal(aggregated())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Decode(good, "etcd", "fio")
+	if err != nil || s.Samples != 4 || len(s.Groups) != 2 || s.Groups[0].Stacks[0].Count != 3 {
+		t.Fatalf("Decode: %+v %v", s, err)
+	}
+	spoil := func(f func(*Summary)) []byte {
+		s := aggregated()
+		f(&s)
+		b, _ := json.Marshal(s)
+		return b
+	}
+	for name, c := range map[string]struct {
+		b    []byte
+		need []string
+	}{
+		"not json":               {[]byte("kstacks: 4 samples"), nil},
+		"no sample":              {spoil(func(s *Summary) { s.Samples = 0 }), nil},
+		"no such group":          {good, []string{"etcd", "jbd2"}},
+		"group without a thread": {spoil(func(s *Summary) { s.Groups[1].Threads = 0 }), []string{"fio"}},
+		"short histogram":        {spoil(func(s *Summary) { s.WritesInflight = s.WritesInflight[:3] }), nil},
+	} {
+		if _, err := Decode(c.b, c.need...); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

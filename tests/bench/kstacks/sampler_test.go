@@ -1,0 +1,198 @@
+package kstacks
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// guestRoot writes files (path under root -> content) into a directory
+// that stands in for the guest's / .
+func guestRoot(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for p, body := range files {
+		write(t, root, p, body)
+	}
+	return root
+}
+
+func write(t *testing.T, root, p, body string) {
+	t.Helper()
+	full := filepath.Join(root, p)
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const etcdCgroup = "sys/fs/cgroup/system.slice/bench-etcd.service/cgroup.threads"
+
+// A guest with etcd's unit (threads 100 and 101), a journal thread (200)
+// and a shell (300) that no target names.
+func fixture(t *testing.T) string {
+	return guestRoot(t, map[string]string{
+		etcdCgroup:                "100\n101\n",
+		"proc/100/task/100/stat":  "100 (etcd) S 1 100 100 0 -1 ...\n",
+		"proc/101/task/101/stat":  "101 (etcd (wal) x) D 1 100 100 0 -1 ...\n",
+		"proc/101/task/101/stack": xfsFsync,
+		"proc/200/comm":           "jbd2/vda3-8\n",
+		"proc/200/task/200/stat":  "200 (jbd2/vda3-8) D 2 0 0 ...\n",
+		"proc/200/task/200/stack": "[<0>] jbd2_journal_commit_transaction+0x1/0x2 [jbd2]\n[<0>] kjournald2+0x1/0x2 [jbd2]\n[<0>] kthread+0x1/0x2\n",
+		"proc/300/comm":           "bash\n",
+		"proc/300/task/300/stat":  "300 (bash) D 1 ...\n",
+		"proc/self":               "not a pid",
+		"sys/block/vda/inflight":  "       0        3\n",
+		"sys/block/vdb/inflight":  "       9        9\n",
+	})
+}
+
+func fixtureConfig(t *testing.T) Config {
+	c, err := ParseFlags([]string{"-disk", "vda", "-out", "/x.json",
+		"-cgroup", "etcd=system.slice/bench-etcd.service", "-comm", "jbd2=jbd2/*"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestSampler(t *testing.T) {
+	root := fixture(t)
+	s := NewSampler(root, fixtureConfig(t))
+	defer s.Close()
+	s.Rescan()
+	s.Sample()
+	// The files change under the open descriptors, as the kernel's do.
+	write(t, root, "proc/101/task/101/stat", "101 (etcd (wal) x) S 1 100 100 0 -1 ...\n")
+	write(t, root, "proc/100/task/100/stat", "100 (etcd) D 1 100 100 0 -1 ...\n")
+	write(t, root, "proc/100/task/100/stack", "") // ran again before the read
+	write(t, root, "sys/block/vda/inflight", "1 40\n")
+	s.Sample()
+	// Thread 101 exits (its cgroup no longer lists it), 102 starts.
+	write(t, root, etcdCgroup, "100\n102\n")
+	write(t, root, "proc/102/task/102/stat", "102 (etcd) D 1 100 100 0 -1 ...\n")
+	write(t, root, "proc/102/task/102/stack", ext4Fsync)
+	// A second journal (a filesystem mounted later) is found too.
+	write(t, root, "proc/201/comm", "jbd2/vda4-8\n")
+	write(t, root, "proc/201/task/201/stat", "201 (jbd2/vda4-8) D 2 0 0 ...\n")
+	write(t, root, "proc/201/task/201/stack", readFile(t, root, "proc/200/task/200/stack"))
+	s.Rescan()
+	s.Sample()
+
+	sum := s.Summary()
+	if sum.Disk != "vda" || sum.Samples != 3 || len(sum.Errors) != 0 {
+		t.Fatalf("summary %+v", sum)
+	}
+	etcd, jbd2 := sum.Groups[0], sum.Groups[1]
+	if etcd.Threads != 3 || etcd.ThreadSamps != 6 || etcd.SamplesD != 3 || etcd.States["D"] != 4 || etcd.States["S"] != 2 {
+		t.Errorf("etcd %+v", etcd)
+	}
+	want := map[string]int{xfsFolded: 1, NoStack: 2, ext4Folded: 1}
+	for _, st := range etcd.Stacks {
+		if want[st.Stack] != st.Count {
+			t.Errorf("etcd stack %q x%d, want x%d", st.Stack, st.Count, want[st.Stack])
+		}
+		delete(want, st.Stack)
+	}
+	if len(want) > 0 {
+		t.Errorf("etcd stacks %+v lack %v", etcd.Stacks, want)
+	}
+	// The shell (300) is in D too, but no target names it.
+	if jbd2.Name != "jbd2" || jbd2.Threads != 2 || jbd2.SamplesD != 3 || len(jbd2.Stacks) != 1 || jbd2.Stacks[0].Count != 4 ||
+		jbd2.Stacks[0].Stack != "kthread;kjournald2;jbd2_journal_commit_transaction" {
+		t.Errorf("jbd2 %+v", jbd2)
+	}
+	if w := sum.WritesInflight; w[Bucket(3)] != 1 || w[Bucket(40)] != 2 || sum.ReadsInflight[0] != 1 || sum.ReadsInflight[1] != 2 {
+		t.Errorf("in flight: writes %v reads %v", sum.WritesInflight, sum.ReadsInflight)
+	}
+}
+
+// A wrong cgroup path or disk name is in the summary, and the bench's
+// Decode refuses a target that never had a thread.
+func TestSamplerWrongPaths(t *testing.T) {
+	root := fixture(t)
+	c := fixtureConfig(t)
+	c.Targets[0].Cgroup = "system.slice/etcd.service"
+	c.Disk = "sda"
+	s := NewSampler(root, c)
+	defer s.Close()
+	s.Rescan()
+	s.Sample()
+	sum := s.Summary()
+	if sum.InflightErrors != 1 || len(sum.Errors) != 2 {
+		t.Errorf("errors %v, inflight errors %d", sum.Errors, sum.InflightErrors)
+	}
+	b, err := jsonOf(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(b, "etcd"); err == nil || !strings.Contains(err.Error(), "etcd.service/cgroup.threads") {
+		t.Errorf("Decode: %v, want the unreadable cgroup named", err)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	c, err := ParseFlags([]string{"-interval", "50ms", "-disk", "vdb", "-out", "o.json",
+		"-cgroup", "fio=system.slice/bench-fio.service", "-comm", "jbd2=jbd2/*"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Interval != 50*time.Millisecond || c.Rescan != time.Second || c.Disk != "vdb" || c.Out != "o.json" || len(c.Targets) != 2 ||
+		c.Targets[0] != (Target{Name: "fio", Cgroup: "system.slice/bench-fio.service"}) || c.Targets[1] != (Target{Name: "jbd2", Comm: "jbd2/*"}) {
+		t.Errorf("config %+v", c)
+	}
+	base := []string{"-disk", "vda", "-out", "o", "-cgroup", "etcd=system.slice/bench-etcd.service"}
+	for name, args := range map[string][]string{
+		"no out":            {"-disk", "vda", "-cgroup", "e=x"},
+		"no disk":           {"-out", "o", "-cgroup", "e=x"},
+		"disk path":         {"-disk", "/dev/vda", "-out", "o", "-cgroup", "e=x"},
+		"no target":         {"-disk", "vda", "-out", "o"},
+		"absolute cgroup":   append(base, "-cgroup", "f=/sys/fs/cgroup/x"),
+		"cgroup outside":    append(base, "-cgroup", "f=../x"),
+		"target without =":  append(base, "-comm", "jbd2"),
+		"bad glob":          append(base, "-comm", "j=[x"),
+		"name twice":        append(base, "-comm", "etcd=etcd"),
+		"rescan < interval": append(base, "-rescan", "10ms"),
+		"zero interval":     append(base, "-interval", "0s"),
+		"unknown flag":      append(base, "-pid", "1"),
+		"stray argument":    append(base, "vda"),
+	} {
+		if _, err := ParseFlags(args, io.Discard); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func jsonOf(s Summary) ([]byte, error) { return json.Marshal(s) }
+
+func readFile(t *testing.T, root, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A thread that leaves D while its stack is read waited somewhere that
+// stack may no longer show: it is counted apart, not under that stack.
+func TestSamplerThreadWokeDuringStackRead(t *testing.T) {
+	root := fixture(t)
+	s := NewSampler(root, fixtureConfig(t))
+	defer s.Close()
+	s.stackRead = func() {
+		write(t, root, "proc/101/task/101/stat", "101 (etcd (wal) x) S 1 100 100 0 -1 ...\n")
+	}
+	s.Rescan()
+	s.Sample()
+	etcd := s.Summary().Groups[0]
+	if etcd.States["D"] != 1 || len(etcd.Stacks) != 1 || etcd.Stacks[0] != (Stack{Woke, 1}) {
+		t.Errorf("etcd %+v", etcd)
+	}
+}
