@@ -123,7 +123,7 @@ func TestPlan(t *testing.T) {
 	for _, s := range full.Scenarios["ext4-500iops-20MBs"] {
 		ext4 = append(ext4, s.Key())
 	}
-	if want := "a-alone b-naive d-agent e-agent-noguard k-bwmax-none k-bwmax-5M k-objfsync k-memoryhigh-8M"; strings.Join(ext4, " ") != want {
+	if want := "a-alone b-naive d-agent e-agent-noguard k-bwmax-none k-bwmax-5M k-bwmax-4M k-objfsync k-memoryhigh-8M"; strings.Join(ext4, " ") != want {
 		t.Errorf("small ext4 disk in the sweep: %v, want %s", ext4, want)
 	}
 	// Naming a scenario picks it, not the sweep's load variants of it.

@@ -122,6 +122,12 @@ var Knobs = []struct{ ID, Config string }{
 	// cap, and with the fixed 5M cap that was the default before.
 	{"k-bwmax-none", "[staging]\nio_write_bandwidth_max = \"\"\n"},
 	{"k-bwmax-5M", "[staging]\nio_write_bandwidth_max = \"5M\"\n"},
+	// What the guard costs etcd apart from the rate it sets (the guard
+	// off, at the loop's 4 MB/s start, beat the defaults on XFS in
+	// full-ostree-xfs-600MiB-1): the guard at a fixed 4M (its scrapes and
+	// freezes, no probing), and the loop without the brake.
+	{"k-bwmax-4M", "[staging]\nio_write_bandwidth_max = \"4M\"\n"},
+	{"k-guard-nofreeze", "[guard]\nlatency_factor = 1000.0\nio_pressure_threshold = 100.0\n"},
 	// The disks switched to bfq for the window (the default until
 	// sched-300MiB-1: the switch drains and freezes the request queue,
 	// and stalled etcd as the window opened), for its idle class.
