@@ -220,6 +220,13 @@ func (r *run) runOne(ctx context.Context, d Disk, sc Scenario, rep int) error {
 	if m.Window.Summary != "" {
 		r.notes = append(r.notes, fmt.Sprintf("- %s/%s rep %d: %s", d.Name, sc.ID, rep, m.Window.Summary))
 	}
+	trace, err := RateTrace(m.StageLog)
+	if err != nil {
+		return fmt.Errorf("%s/%s rep %d: %w", d.Name, sc.ID, rep, err)
+	}
+	if trace != "" {
+		r.notes = append(r.notes, fmt.Sprintf("- %s/%s rep %d: %s", d.Name, sc.ID, rep, trace))
+	}
 	if sc.Stager != NoStaging {
 		// What the measured disk wrote while staging ran, all writers
 		// together: on the ostree guest, each staging pulls every object of
