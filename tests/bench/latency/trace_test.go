@@ -12,7 +12,7 @@ func TestRateTrace(t *testing.T) {
 	)
 	for _, tc := range []struct {
 		name, log, want string
-		err            bool
+		err             bool
 	}{
 		{"no controller", freeze, "", false},
 		{"no cuts", calm + probe, "write-rate settings: 2, median 6.50 MB/s, max 6.50", false},
