@@ -41,6 +41,7 @@ func run() error {
 	defer tick.Stop()
 	first := time.Now()
 	last, lastRescan := first, first
+sampling:
 	for {
 		s.Sample()
 		last = time.Now()
@@ -50,10 +51,9 @@ func run() error {
 		}
 		select {
 		case <-tick.C:
-			continue
 		case <-ctx.Done():
+			break sampling
 		}
-		break
 	}
 	sum := s.Summary()
 	sum.IntervalMS = float64(c.Interval) / float64(time.Millisecond)
