@@ -20,7 +20,7 @@ import (
 // is where etcd stalled before a byte was staged (the demo's 300-700 ms
 // puts around the scheduler switch and the daemon restart). It returns the
 // policy the staging unit gets.
-func (s *Stager) setup(ctx context.Context, j *journal, disks []string, guarded bool) (systemd.Policy, error) {
+func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode writeRate) (systemd.Policy, error) {
 	policy := s.o.Policy
 	step := func(name string, f func() error) error {
 		t := time.Now()
@@ -42,11 +42,18 @@ func (s *Stager) setup(ctx context.Context, j *journal, disks []string, guarded 
 			return policy, err
 		}
 	}
-	rate := s.o.WriteBandwidthMax
-	if s.o.WriteRateAuto {
+	var rate uint64
+	switch mode {
+	case rateFixed:
+		rate = s.o.WriteBandwidthMax
+	case rateLoop:
 		rate = s.o.WriteRate.WithDefaults().Start
-		if !guarded {
-			s.log.Warn("write rate \"auto\" without the latency guard: staying at the start rate", "write_rate_mbps", float64(rate)/1e6)
+	case rateStart:
+		rate = s.o.WriteRate.WithDefaults().Start
+		s.log.Warn("write rate \"auto\" without the latency guard: staying at the start rate", "write_rate_mbps", float64(rate)/1e6)
+	case rateNone:
+		if s.o.WriteRateAuto {
+			s.log.Info("write rate \"auto\" on a journal that orders data: no cap (an fsync's commit would wait for the capped write-back); the memory bound and the guard pace staging")
 		}
 	}
 	if rate > 0 {
@@ -58,7 +65,7 @@ func (s *Stager) setup(ctx context.Context, j *journal, disks []string, guarded 
 		if err := step("daemon policy", func() error { return s.applyDaemonPolicy(ctx, j, policy) }); err != nil {
 			return policy, err
 		}
-		if s.o.WriteRateAuto && guarded && len(disks) > 0 && !s.journaled(j, s.o.DaemonUnit, "IOWriteBandwidthMax") {
+		if mode == rateLoop && len(disks) > 0 && !s.journaled(j, s.o.DaemonUnit, "IOWriteBandwidthMax") {
 			// The daemon was not running: its next start takes the drop-in's
 			// rate, and the controller's changes must be undone too.
 			if err := s.setRuntime(ctx, j, s.o.DaemonUnit, systemd.DeviceProperty("IOWriteBandwidthMax", policy.IOWriteBandwidthMax)); err != nil {

@@ -306,16 +306,15 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 			return rep, fmt.Errorf("staging: %w", err)
 		}
 	}
-	if len(rep.Disks) > 0 {
-		s.logFilesystems()
-	}
+	ordersData := len(rep.Disks) > 0 && s.filesystemsOrderData()
 	// Normal is known before anything changes: the rolling baseline from
 	// before the window, or learned now. Nothing inside the window is
 	// learned.
 	if s.o.Baseline != nil {
 		defer s.o.Baseline.Pause()()
 	}
-	g, base, closeInputs := s.prepareGuard(ctx, rep.Disks, &rep)
+	loop := writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, s.o.Guard.Enabled, ordersData) == rateLoop
+	g, base, closeInputs := s.prepareGuard(ctx, rep.Disks, loop, &rep)
 	defer closeInputs()
 	if ctx.Err() != nil {
 		return rep, fmt.Errorf("staging: %w", context.Cause(ctx))
@@ -323,7 +322,7 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 
 	setupStart := time.Now()
 	s.log.Info("staging setup started", "disks", rep.Disks)
-	policy, err := s.setup(ctx, j, rep.Disks, g != nil)
+	policy, err := s.setup(ctx, j, rep.Disks, writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, g != nil, ordersData))
 	rep.Setup = time.Since(setupStart)
 	s.log.Info("staging setup done", "setup_seconds", round3(rep.Setup.Seconds()), "ok", err == nil)
 	if err != nil {
@@ -405,7 +404,7 @@ func (s *Stager) release(ctx context.Context, st systemd.UnitStatus) {
 // prepareGuard returns the guard (nil: none) and its baseline, and what
 // closes its inputs (kept files, the kept connection to etcd) once it is
 // done.
-func (s *Stager) prepareGuard(ctx context.Context, disks []string, rep *Report) (*guard.Guard, guard.Baseline, func()) {
+func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop bool, rep *Report) (*guard.Guard, guard.Baseline, func()) {
 	closeInputs := func() {}
 	if !s.o.Guard.Enabled {
 		return nil, nil, closeInputs
@@ -437,7 +436,7 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rep *Report) 
 			PressureFile: psi, Clock: gopts.Clock}
 		src, closeInputs = in, func() { _ = in.Close() }
 	}
-	if s.o.WriteRateAuto && len(disks) > 0 {
+	if rateLoop && len(disks) > 0 {
 		rw := &rateWriter{s: s, disks: disks}
 		gopts.Rate = guard.RateOptions{Config: s.o.WriteRate, Set: rw.set}
 	}
