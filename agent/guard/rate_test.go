@@ -107,10 +107,14 @@ func TestStepRateCountsOverTheLongWindow(t *testing.T) {
 		slow   uint64
 		reason string
 	}{
-		{3, "calm: probing up"},           // 2.4%: within 1% of 125 plus chance (4.5)
-		{4, "calm: probing up"},           // 3.2%
-		{5, "etcd over target: cutting"},  // 4%: beyond chance
-		{30, "etcd over target: cutting"}, // a queue building up
+		{0, "calm: probing up"},
+		{1, "calm: probing up"}, // 0.8%: within the promise's 1% of 125
+		// Over the promise, within chance (1.25 + 2 x 1.1 + 1 = 4.5): the
+		// dead band holds the rate.
+		{2, "within chance of the target, not within the promise: holding"},
+		{4, "within chance of the target, not within the promise: holding"}, // 3.2%
+		{5, "etcd over target: cutting"},                                    // 4%: beyond chance
+		{30, "etcd over target: cutting"},                                   // a queue building up
 	} {
 		_, d := StepRate(RateConfig{}, base, steady, RateInput{Sample: short, Long: long(c.slow)})
 		if d.Reason != c.reason {
