@@ -46,7 +46,7 @@ type RateConfig struct {
 	// only while every signal keeps the promise itself is a dead band.
 	// Without it the loop probed up while up to 4 of 125 observations
 	// were over target, holding about a p96 (full-ostree-xfs-600MiB-2:
-	// 17-30 cuts per staging, each probed back up).
+	// 13-30 cuts per staging, each probed back up).
 	Excess float64
 	// MinP99 floors the baseline p99, as Config.MinP99 (default 2ms).
 	MinP99 time.Duration
