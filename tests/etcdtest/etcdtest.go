@@ -11,16 +11,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -86,6 +82,35 @@ func Start(t testing.TB, opts Options) *Cluster {
 		opts.ElectionMs = 100
 	}
 	base := t.TempDir()
+	var c *Cluster
+	for attempt := 1; ; attempt++ {
+		var err error
+		c, err = startMembers(t, opts, filepath.Join(base, strconv.Itoa(attempt)))
+		if err == nil {
+			break
+		}
+		// A port drawn free can still be taken before etcd binds it, by a
+		// process that does not use this package; draw new ones.
+		if attempt == 3 || !addrInUse(err) {
+			t.Fatal(err)
+		}
+		t.Logf("etcdtest: %v; drawing new ports", err)
+	}
+	t.Cleanup(c.Close)
+	for i := range c.Members {
+		if err := c.WaitReady(i, 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if opts.AuthRootPassword != "" {
+		c.enableAuth()
+	}
+	return c
+}
+
+// startMembers creates the members on fresh ports under dir and starts
+// them; on an error it stops what it started.
+func startMembers(t testing.TB, opts Options, dir string) (*Cluster, error) {
 	c := &Cluster{t: t, opts: opts}
 	scheme := "http"
 	if opts.TLS != nil {
@@ -96,7 +121,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		ports := freePorts(t, 3)
 		m := &Member{
 			Name:      fmt.Sprintf("m%d", i),
-			Dir:       filepath.Join(base, fmt.Sprintf("m%d", i)),
+			Dir:       filepath.Join(dir, fmt.Sprintf("m%d", i)),
 			ClientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[0]),
 			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
 			listenURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[2]),
@@ -104,27 +129,20 @@ func Start(t testing.TB, opts Options) *Cluster {
 		var err error
 		m.proxy, err = newProxy(fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[2]))
 		if err != nil {
-			t.Fatalf("etcd client proxy: %v", err)
+			c.Close()
+			return nil, fmt.Errorf("etcd client proxy: %w", err)
 		}
 		c.Members = append(c.Members, m)
 		peers = append(peers, m.Name+"="+m.PeerURL)
 	}
 	c.initial = strings.Join(peers, ",")
-	t.Cleanup(c.Close)
 	for i := range c.Members {
 		if err := c.start(i, "new"); err != nil {
-			t.Fatalf("starting etcd member %d: %v", i, err)
+			c.Close()
+			return nil, fmt.Errorf("starting etcd member %d: %w", i, err)
 		}
 	}
-	for i := range c.Members {
-		if err := c.WaitReady(i, 20*time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if opts.AuthRootPassword != "" {
-		c.enableAuth()
-	}
-	return c
+	return c, nil
 }
 
 func (c *Cluster) start(i int, state string) error {
@@ -365,60 +383,3 @@ func (c *Cluster) Close() {
 		m.proxy.close()
 	}
 }
-
-// freePorts returns n TCP ports reserved for this test. They are drawn at
-// random below the kernel's ephemeral range (32768 and up by default): a
-// port from bind(":0") can be handed out again at once as the source port
-// of some other test's outgoing connection. A port that is merely free a
-// moment ago is not enough either: test packages run in parallel
-// processes, and two of them once drew the same free port between one's
-// probe and its bind (CI: "etcd client proxy: bind: address already in
-// use"). So each port is also claimed with an exclusive flock on a file
-// named after it, held until the test ends; every process using etcdtest
-// skips ports another holds.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	dir := filepath.Join(os.TempDir(), "etcdtest-ports")
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		t.Fatalf("reserving ports: %v", err)
-	}
-	var ports []int
-	for tries := 0; len(ports) < n; tries++ {
-		if tries > 1000 {
-			t.Fatalf("finding %d free ports: none left in [%d, %d)", n, portLow, portHigh)
-		}
-		port := portLow + rand.IntN(portHigh-portLow)
-		if slices.Contains(ports, port) {
-			continue
-		}
-		claim, err := claimPort(dir, port)
-		if err != nil {
-			continue
-		}
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			claim.Close()
-			continue
-		}
-		l.Close()
-		t.Cleanup(func() { claim.Close() })
-		ports = append(ports, port)
-	}
-	return ports
-}
-
-// claimPort takes the port's lock file without waiting; closing the file
-// gives it back (also when the process dies).
-func claimPort(dir string, port int) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_RDWR|os.O_CREATE, 0o666)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
-}
-
-const portLow, portHigh = 20000, 32000

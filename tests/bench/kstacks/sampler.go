@@ -29,8 +29,9 @@ type Sampler struct {
 	inflight int            // fd, -1 when not open
 	buf      []byte
 	stack    []byte
-	// stackRead runs after a stack is read (tests: the thread wakes).
-	stackRead func()
+	// stackRead runs after the stack of the thread in dir is read
+	// (tests: that thread wakes).
+	stackRead func(dir string)
 }
 
 type thread struct {
@@ -235,7 +236,7 @@ func (s *Sampler) readStack(th *thread) string {
 		return NoStack
 	}
 	if s.stackRead != nil {
-		s.stackRead()
+		s.stackRead(th.dir)
 	}
 	folded := FoldStack(b)
 	if folded == "" {

@@ -186,8 +186,12 @@ func TestSamplerThreadWokeDuringStackRead(t *testing.T) {
 	root := fixture(t)
 	s := NewSampler(root, fixtureConfig(t))
 	defer s.Close()
-	s.stackRead = func() {
-		write(t, root, "proc/101/task/101/stat", "101 (etcd (wal) x) S 1 100 100 0 -1 ...\n")
+	// Only thread 101 wakes: the journal thread 200 is in D too, and the
+	// map's order decides which stack is read first.
+	s.stackRead = func(dir string) {
+		if dir == "proc/101/task/101" {
+			write(t, root, "proc/101/task/101/stat", "101 (etcd (wal) x) S 1 100 100 0 -1 ...\n")
+		}
 	}
 	s.Rescan()
 	s.Sample()
