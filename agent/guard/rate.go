@@ -168,6 +168,9 @@ type RateDecision struct {
 	// Quiet: every counted signal kept within the promise's share
 	// (RateConfig.Excess), so probing up may not break it.
 	Quiet bool
+	// Silent: etcd is watched (the baseline has its signals) but none of
+	// them had an observation to count; quiet cannot be told then.
+	Silent bool
 	// Over is how many of the long window's N observations of Signal were
 	// slower than TargetP99, against OverLimit allowed (0: not counted).
 	Over, OverLimit float64
@@ -216,9 +219,10 @@ func (c RateConfig) congestion(base Baseline, in RateInput) (d RateDecision, kno
 	d.Stall, d.QueueDepth = in.Sample.Stall, in.Sample.QueueDepth
 	worst := 0.0
 	d.Quiet = true
+	counted := false
 	for _, name := range sortedKeys(in.Sample.Latency) {
 		st, b := in.Sample.Latency[name], base[name]
-		if _, ok := base[name]; !ok || st.N == 0 {
+		if _, ok := base[name]; !ok {
 			continue
 		}
 		h, long := in.Long.Hists[name]
@@ -227,7 +231,10 @@ func (c RateConfig) congestion(base Baseline, in RateInput) (d RateDecision, kno
 			// scrape): the signal is unknown, not judged by one second.
 			continue
 		}
-		known = true
+		if st.N == 0 && (!long || h.Total() == 0) {
+			continue
+		}
+		known, counted = true, true
 		tgt := time.Duration(c.Target * float64(max(b.P99, c.MinP99)))
 		r := float64(st.P99) / float64(tgt)
 		var over, limit float64
@@ -252,6 +259,12 @@ func (c RateConfig) congestion(base Baseline, in RateInput) (d RateDecision, kno
 		}
 	}
 	d.Congested = worst > 1
+	if !counted && len(base) > 0 {
+		// etcd finished no fsync in the window, or could not be read: it
+		// may be stalled, so the stall share alone must not let the rate
+		// probe up (the demo probed 4 -> 5.5 MB/s right after a cut so).
+		d.Quiet, d.Silent = false, true
+	}
 	if in.Sample.MetricsTimeout {
 		// Seen on the TCG guest: scrapes timing out for minutes while the
 		// device queue alone said calm, and the rate probed up.
@@ -311,6 +324,8 @@ func StepRate(cfg RateConfig, base Baseline, st RateState, in RateInput) (RateSt
 		d.Reason = "calm, waiting out the last cut"
 	case now.Sub(st.LastRaise) < cfg.ProbeEvery:
 		d.Reason = "calm"
+	case d.Silent:
+		d.Reason = "etcd silent in the window: holding"
 	case !d.Quiet:
 		d.Reason = "within chance of the target, not within the promise: holding"
 	case cfg.QueueHold > 0 && in.Sample.QueueDepth > cfg.QueueHold:

@@ -53,16 +53,18 @@ func TestStepRate(t *testing.T) {
 			steady, RateInput{Sample: Sample{At: at(1), Stall: -1}}, 10_000_000, "no signal in the window: holding", false},
 		{"etcd too slow to serve its metrics is a cut, whatever the device queue says",
 			steady, RateInput{Sample: Sample{At: at(1), Stall: -1, MetricsTimeout: true, QueueDepth: 1, Kernel: map[string]Stat{"disk_await/vdb": {P99: 4 * time.Millisecond, N: 50}}}}, 5_000_000, "etcd did not answer its metrics in time: cutting", true},
-		{"etcd silent: disk await does not decide (it counts the stager's own requests), the queue does",
+		{"etcd silent: disk await does not decide (it counts the stager's own requests), the queue does, and no probing",
 			RateState{Started: true, Rate: 10_000_000, LastRaise: at(0)},
-			RateInput{Sample: Sample{At: at(1), Stall: -1, QueueDepth: 3, Kernel: map[string]Stat{"disk_await/vdb": {P99: 400 * time.Millisecond, N: 50}}}}, 10_250_000, "calm: probing up", true},
+			RateInput{Sample: Sample{At: at(1), Stall: -1, QueueDepth: 3, Kernel: map[string]Stat{"disk_await/vdb": {P99: 400 * time.Millisecond, N: 50}}}}, 10_000_000, "etcd silent in the window: holding", false},
 		{"etcd silent and a queue deeper than 8: cut",
 			RateState{Started: true, Rate: 10_000_000, LastRaise: at(0)},
 			RateInput{Sample: Sample{At: at(1), Stall: -1, QueueDepth: 20, Kernel: map[string]Stat{"disk_await/vdb": {P99: 4 * time.Millisecond, N: 50}}}}, 5_000_000, "device queue too deep: cutting", true},
 		{"etcd's stall share over its learned share + 0.1 cuts",
 			steady, RateInput{Sample: Sample{At: at(1), Stall: 0.35}, StallBase: 0.2}, 5_000_000, "etcd over target: cutting", true},
 		{"stall share within its learned share + 0.1 is calm",
-			steady, RateInput{Sample: Sample{At: at(1), Stall: 0.25}, StallBase: 0.2}, 10_250_000, "calm: probing up", true},
+			steady, RateInput{Sample: Sample{At: at(1), Stall: 0.25, Latency: wal(1, 5*time.Millisecond).Latency}, StallBase: 0.2}, 10_250_000, "calm: probing up", true},
+		{"a calm stall share with etcd silent (no fsync finished: maybe stalled) holds",
+			steady, RateInput{Sample: Sample{At: at(1), Stall: 0.25, Latency: map[string]Stat{SignalWALFsync: {}}}, StallBase: 0.2}, 10_000_000, "etcd silent in the window: holding", false},
 		{"never above Max",
 			RateState{Started: true, SlowStart: true, Rate: 800_000_000, LastRaise: at(0)}, RateInput{Sample: wal(1, 5*time.Millisecond)}, 1_000_000_000, "calm: probing up (slow start)", true},
 	}
@@ -120,6 +122,20 @@ func TestStepRateCountsOverTheLongWindow(t *testing.T) {
 		if d.Reason != c.reason {
 			t.Errorf("%d of 125 slow: %q (over %.2f, allowed %.2f), want %q", c.slow, d.Reason, d.Over, d.OverLimit, c.reason)
 		}
+	}
+	// A second in which no fsync finished is judged by the long window
+	// when that has observations, and held when it has none.
+	empty := Sample{At: short.At, Latency: map[string]Stat{SignalWALFsync: {}}, Stall: -1}
+	if _, d := StepRate(RateConfig{}, base, steady, RateInput{Sample: empty, Long: long(0)}); d.Reason != "calm: probing up" {
+		t.Errorf("empty second, calm long window: %q, want a probe", d.Reason)
+	}
+	if _, d := StepRate(RateConfig{}, base, steady, RateInput{Sample: empty, Long: long(30)}); d.Reason != "etcd over target: cutting" {
+		t.Errorf("empty second, long window over target: %q, want a cut", d.Reason)
+	}
+	none := long(0)
+	none.Hists[SignalWALFsync] = Histogram{Bounds: none.Hists[SignalWALFsync].Bounds, Counts: make([]uint64, 5)}
+	if _, d := StepRate(RateConfig{}, base, steady, RateInput{Sample: Sample{At: short.At, Latency: empty.Latency, Stall: 0.05}, Long: none}); d.Reason != "etcd silent in the window: holding" {
+		t.Errorf("no fsync in either window, calm stall share: %q, want a hold", d.Reason)
 	}
 }
 

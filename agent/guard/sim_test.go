@@ -322,10 +322,11 @@ func TestRateControllerOnSimulatedDisks(t *testing.T) {
 				t.Errorf("paced bulk writer made %.1f MB/s, want >= 60%% of unpaced %.1f MB/s", pacedMBps, plainMBps)
 			}
 
-			// A host without etcd's signals: the device queue alone paces.
+			// A host without etcd's signals (nothing of etcd learned):
+			// the device queue alone paces.
 			blind := newSim(disk)
 			blind.run(5*time.Second, 0, nil)
-			lat, done, _ = blind.controlled(t, RateConfig{}, base, 120*time.Second, false)
+			lat, done, _ = blind.controlled(t, RateConfig{}, Baseline{}, 120*time.Second, false)
 			blindP99, blindMBps := p99(lat), float64(done)/120/1e6
 			t.Logf("on the device queue alone: fsync p99 %s (x%.2f), bulk %.1f MB/s", blindP99, ratio(blindP99, aloneP99), blindMBps)
 			if r := ratio(blindP99, plainP99); r > 0.5 {
