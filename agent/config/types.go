@@ -125,6 +125,11 @@ type Guard struct {
 	// it as LatencyFactor times the p99 measured before staging starts.
 	FsyncP99Threshold Duration `toml:"fsync_p99_threshold"`
 	LatencyFactor     float64  `toml:"latency_factor"`
+	// RateLoopLatencyFactor: while staging.io_write_bandwidth_max = "auto"
+	// paces the write rate, freeze only above this multiple (when it is
+	// above LatencyFactor): the brake is an emergency there. Not applied
+	// with a configured FsyncP99Threshold, which stays the operator's word.
+	RateLoopLatencyFactor float64 `toml:"rate_loop_latency_factor"`
 	// ThawFactor thaws when the median is back within this times the
 	// normal median (requiring every sample low starved the stager).
 	ThawFactor float64 `toml:"thaw_factor"`
@@ -298,18 +303,20 @@ func Default() *Config {
 		Guard: Guard{
 			Enabled: true,
 			// kubeadm's etcd serves plain-HTTP metrics here.
-			MetricsURL:          "http://127.0.0.1:2381/metrics",
-			LatencyFactor:       2,
-			ThawFactor:          1.5,
-			IOPressureThreshold: 40,
-			Interval:            Duration(250 * time.Millisecond),
-			Window:              Duration(time.Second),
-			MinFreeze:           Duration(200 * time.Millisecond),
-			MaxFreeze:           Duration(2 * time.Second),
-			MinRunShare:         0.2,
-			MaxTotalPause:       Duration(30 * time.Minute),
-			LatencyTarget:       1.3,
-			BaselineMaxAge:      Duration(15 * time.Minute),
+			MetricsURL:    "http://127.0.0.1:2381/metrics",
+			LatencyFactor: 2,
+			// Chosen from bench full-ostree-xfs-600MiB-3.
+			RateLoopLatencyFactor: 4,
+			ThawFactor:            1.5,
+			IOPressureThreshold:   40,
+			Interval:              Duration(250 * time.Millisecond),
+			Window:                Duration(time.Second),
+			MinFreeze:             Duration(200 * time.Millisecond),
+			MaxFreeze:             Duration(2 * time.Second),
+			MinRunShare:           0.2,
+			MaxTotalPause:         Duration(30 * time.Minute),
+			LatencyTarget:         1.3,
+			BaselineMaxAge:        Duration(15 * time.Minute),
 		},
 		Lock: Lock{
 			Enabled:        true,

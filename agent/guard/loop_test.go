@@ -502,3 +502,29 @@ func TestLoopTicksOnTheGrid(t *testing.T) {
 		t.Errorf("reads at %v, want [100ms 250ms 500ms 750ms] (on the 250 ms grid)", src.at)
 	}
 }
+
+// With the rate loop pacing, the brake freezes above the larger of the two
+// factors; without it the rate's factor does not count.
+func TestBrakeFactor(t *testing.T) {
+	set := func(context.Context, uint64) error { return nil }
+	for _, c := range []struct {
+		name string
+		o    Options
+		want float64
+	}{
+		{"no rate loop: the configured factor", Options{Config: Config{FreezeFactor: 2}, Rate: RateOptions{FreezeFactor: 4}}, 2},
+		{"no rate loop, default", Options{}, 2},
+		{"rate loop: the larger, its own", Options{Config: Config{FreezeFactor: 2}, Rate: RateOptions{Set: set, FreezeFactor: 4}}, 4},
+		{"rate loop: the larger, the configured", Options{Config: Config{FreezeFactor: 1000}, Rate: RateOptions{Set: set, FreezeFactor: 4}}, 1000},
+		{"rate loop without its own factor", Options{Rate: RateOptions{Set: set}}, 2},
+	} {
+		if got := c.o.BrakeFactor(); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+		c.o.Units = []string{"staging.service"}
+		g, err := New(c.o, nil, nil)
+		if err != nil || g.o.Config.FreezeFactor != c.want {
+			t.Errorf("%s: New's controller freezes at %vx (%v), want %v", c.name, g.o.Config.FreezeFactor, err, c.want)
+		}
+	}
+}

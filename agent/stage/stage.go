@@ -78,6 +78,9 @@ type Options struct {
 	WriteBandwidthMax uint64
 	WriteRateAuto     bool
 	WriteRate         guard.RateConfig
+	// RateLoopFreezeFactor is the guard's freeze factor while the rate
+	// loop paces (guard.RateOptions.FreezeFactor; 0: the guard's own).
+	RateLoopFreezeFactor float64
 	// RestartIdleDaemon restarts DaemonUnit when it runs no transaction,
 	// so the process half of the policy (I/O class, nice) applies at once.
 	// Off by default: the cgroup half is set live instead, without a stall.
@@ -438,7 +441,9 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop bool
 	}
 	if rateLoop && len(disks) > 0 {
 		rw := &rateWriter{s: s, disks: disks}
-		gopts.Rate = guard.RateOptions{Config: s.o.WriteRate, Set: rw.set}
+		gopts.Rate = guard.RateOptions{Config: s.o.WriteRate, Set: rw.set, FreezeFactor: s.o.RateLoopFreezeFactor}
+		s.log.Info("latency guard: the write rate paces staging; freezing is the emergency brake",
+			"freeze_above_baseline_p99_x", gopts.BrakeFactor(), "rate_target_x", s.o.WriteRate.WithDefaults().Target)
 	}
 	g, err := guard.New(gopts, src, s.d.Systemd)
 	if err != nil {

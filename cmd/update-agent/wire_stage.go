@@ -86,6 +86,9 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 	}
 	if o.WriteRateAuto {
 		o.WriteBandwidthMax = 0
+		if g.FsyncP99Threshold == 0 {
+			o.RateLoopFreezeFactor = g.RateLoopLatencyFactor
+		}
 	}
 	if g.Enabled {
 		o.BaselineMaxAge = g.BaselineMaxAge.D()

@@ -57,4 +57,13 @@ func TestWireMapsConfig(t *testing.T) {
 	if len(o.OKExitStatuses) != 1 || o.OKExitStatuses[0] != 77 {
 		t.Errorf("OK exit statuses %v", o.OKExitStatuses)
 	}
+	// A configured fsync threshold is the operator's word: the rate loop's
+	// brake factor does not move it; with the threshold learned it applies.
+	if !o.WriteRateAuto || o.RateLoopFreezeFactor != 0 {
+		t.Errorf("auto %v, rate-loop freeze factor %v with a configured threshold, want auto and 0", o.WriteRateAuto, o.RateLoopFreezeFactor)
+	}
+	cfg.Guard.FsyncP99Threshold = 0
+	if o := stageOptions(cfg, root, a.stateDir, a.os.Client, a.log); o.RateLoopFreezeFactor != 4 {
+		t.Errorf("rate-loop freeze factor %v with the threshold learned, want the default 4", o.RateLoopFreezeFactor)
+	}
 }

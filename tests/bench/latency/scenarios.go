@@ -131,9 +131,10 @@ var Knobs = []struct{ ID, Config string }{
 	// Which part of the guard costs (the guard off still beat the
 	// defaults on XFS in full-ostree-xfs-600MiB-2 and deadband-300MiB-1):
 	// its scrapes alone, at the fixed 4M and never acting; and the brake
-	// only as an emergency, at 4x the baseline p99 instead of 2x.
+	// beside the rate loop at 2x the baseline p99, the default until the
+	// emergency-only 4x.
 	{"k-guard-scrapeonly", "[staging]\nio_write_bandwidth_max = \"4M\"\n[guard]\nlatency_factor = 1000.0\nio_pressure_threshold = 100.0\n"},
-	{"k-guard-factor-4", "[guard]\nlatency_factor = 4.0\n"},
+	{"k-guard-brake-2x", "[guard]\nrate_loop_latency_factor = 2.0\n"},
 	// The disks switched to bfq for the window (the default until
 	// sched-300MiB-1: the switch drains and freezes the request queue,
 	// and stalled etcd as the window opened), for its idle class.
