@@ -70,8 +70,9 @@ type RateOptions struct {
 	Set func(ctx context.Context, rate uint64) error
 	// FreezeFactor: while the rate paces, freeze only above this multiple
 	// of the baseline p99 when it is above Config.FreezeFactor. The brake
-	// is then an emergency: on XFS, freezing at 2x beside the loop cost
-	// etcd more than it saved (bench full-ostree-xfs-600MiB-3).
+	// is then an emergency: on XFS, freezing at 2x beside the loop froze
+	// 9-32 times per staging for the same etcd p99 as 4x with 1-3, and
+	// staged slower (bench full-ostree-xfs-600MiB-3).
 	FreezeFactor float64
 }
 
