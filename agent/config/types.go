@@ -121,6 +121,9 @@ type Guard struct {
 	// MetricsURL is the local etcd member's /metrics; "" uses the kernel
 	// signals alone (hosts without etcd).
 	MetricsURL string `toml:"metrics_url"`
+	// MetricsInterval spaces the scrapes of MetricsURL while staging (at
+	// least Interval): etcd renders its whole /metrics for each one.
+	MetricsInterval Duration `toml:"metrics_interval"`
 	// FsyncP99Threshold freezes staging above this WAL fsync p99; 0 learns
 	// it as LatencyFactor times the p99 measured before staging starts.
 	FsyncP99Threshold Duration `toml:"fsync_p99_threshold"`
@@ -303,8 +306,9 @@ func Default() *Config {
 		Guard: Guard{
 			Enabled: true,
 			// kubeadm's etcd serves plain-HTTP metrics here.
-			MetricsURL:    "http://127.0.0.1:2381/metrics",
-			LatencyFactor: 2,
+			MetricsURL:      "http://127.0.0.1:2381/metrics",
+			MetricsInterval: Duration(time.Second),
+			LatencyFactor:   2,
 			// Chosen from bench full-ostree-xfs-600MiB-3.
 			RateLoopLatencyFactor: 4,
 			ThawFactor:            1.5,

@@ -148,6 +148,9 @@ type GuardOptions struct {
 	// stalls do not count there.
 	PressureFile string
 	PressureUnit string
+	// MetricsEvery spaces the scrapes of MetricsURL (at least Interval;
+	// 0: a second).
+	MetricsEvery time.Duration
 	guard.Options
 	// Source replaces the real inputs (tests).
 	Source guard.Source
@@ -435,7 +438,7 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop bool
 				gopts.Config.StallOwn = true
 			}
 		}
-		in := &guard.Inputs{MetricsURL: s.o.Guard.MetricsURL, MetricsEvery: max(gopts.Interval, time.Second), SysRoot: s.o.SysRoot, Disks: disks,
+		in := &guard.Inputs{MetricsURL: s.o.Guard.MetricsURL, MetricsEvery: s.o.Guard.metricsEvery(), SysRoot: s.o.SysRoot, Disks: disks,
 			PressureFile: psi, Clock: gopts.Clock}
 		src, closeInputs = in, func() { _ = in.Close() }
 	}
@@ -478,4 +481,13 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop bool
 		return nil, nil, closeInputs
 	}
 	return g, base, closeInputs
+}
+
+// metricsEvery is how often etcd's metrics are scraped while staging.
+func (g GuardOptions) metricsEvery() time.Duration {
+	every := g.MetricsEvery
+	if every <= 0 {
+		every = time.Second
+	}
+	return max(g.Interval, every)
 }

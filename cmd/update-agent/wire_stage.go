@@ -72,9 +72,10 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 		MinRunShare: g.MinRunShare, MaxTotalPause: g.MaxTotalPause.D(),
 	}.Derive()
 	o.Guard = stage.GuardOptions{
-		Enabled:    g.Enabled,
-		MetricsURL: g.MetricsURL,
-		Options:    guard.Options{Config: gc, Baseline: gb, Interval: g.Interval.D(), Window: g.Window.D(), Log: log},
+		Enabled:      g.Enabled,
+		MetricsURL:   g.MetricsURL,
+		MetricsEvery: g.MetricsInterval.D(),
+		Options:      guard.Options{Config: gc, Baseline: gb, Interval: g.Interval.D(), Window: g.Window.D(), Log: log},
 	}
 	if g.IOPressureThreshold > 0 {
 		// etcd's own cgroup when known: the stager's stalls do not count there.
