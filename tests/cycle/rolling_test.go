@@ -3,6 +3,7 @@ package cycle
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -89,7 +90,7 @@ func (r *rollout) stop(n *node) {
 	_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case err := <-n.done:
-		if err != nil {
+		if err != nil && !killedBySIGTERM(err) {
 			r.t.Errorf("%s: agent stopped with %v", n.name, err)
 		}
 	case <-time.After(30 * time.Second):
@@ -97,6 +98,19 @@ func (r *rollout) stop(n *node) {
 		r.kill(n)
 	}
 	n.cmd = nil
+}
+
+// killedBySIGTERM: the process died of the signal itself, which happens when
+// the stop comes before the Go runtime has installed the agent's handler (a
+// node restarted after a kill while its finalize was in flight, then told to
+// reboot). systemd counts that as a clean stop too.
+func killedBySIGTERM(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM
 }
 
 // reboot is the host going down for the finalize it asked for: the agent
