@@ -263,6 +263,7 @@ func (k *checker) guard(g *Guard) {
 	if g.LatencyTarget <= 1 || (g.LatencyFactor > 1 && g.LatencyTarget > g.LatencyFactor) {
 		k.failRel("guard.latency_target", []string{"guard.latency_factor"}, "must be > 1 and <= guard.latency_factor (%v), got %v", g.LatencyFactor, g.LatencyTarget)
 	}
+	k.positive("guard.rate_probe_interval", g.RateProbeInterval)
 	k.positive("guard.baseline_max_age", g.BaselineMaxAge)
 }
 

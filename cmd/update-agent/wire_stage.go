@@ -47,7 +47,7 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 		},
 		WriteBandwidthMax: uint64(s.IOWriteBandwidthMax),
 		WriteRateAuto:     s.IOWriteBandwidthMax == config.BandwidthAuto,
-		WriteRate:         guard.RateConfig{Target: g.LatencyTarget},
+		WriteRate:         guard.RateConfig{Target: g.LatencyTarget, ProbeEvery: g.RateProbeInterval.D()},
 		Paths:             s.Paths,
 		Scheduler:         s.Scheduler,
 		KeepScheduler:     !s.RestoreScheduler,

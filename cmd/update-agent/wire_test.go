@@ -25,7 +25,8 @@ func TestWireMapsConfig(t *testing.T) {
 	cfg.Etcd.LocalUnit = "etcd.service"
 	cfg.Guard.FsyncP99Threshold = config.Duration(40 * time.Millisecond)
 	cfg.Guard.LatencyFactor = 2
-	cfg.Guard.MetricsInterval = config.Duration(3 * time.Second)
+	cfg.Guard.MetricsInterval = config.Duration(2 * time.Second)
+	cfg.Guard.RateProbeInterval = config.Duration(7 * time.Second)
 
 	root := t.TempDir()
 	a, err := wire(cfg, root, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
@@ -58,8 +59,11 @@ func TestWireMapsConfig(t *testing.T) {
 	if len(o.OKExitStatuses) != 1 || o.OKExitStatuses[0] != 77 {
 		t.Errorf("OK exit statuses %v", o.OKExitStatuses)
 	}
-	if o.Guard.MetricsEvery != 3*time.Second {
-		t.Errorf("metrics scraped every %v, want the configured 3s", o.Guard.MetricsEvery)
+	if o.Guard.MetricsEvery != 2*time.Second {
+		t.Errorf("metrics scraped every %v, want the configured 2s", o.Guard.MetricsEvery)
+	}
+	if o.WriteRate.ProbeEvery != 7*time.Second {
+		t.Errorf("write rate probed every %v, want the configured 7s", o.WriteRate.ProbeEvery)
 	}
 	// A configured fsync threshold is the operator's word: the rate loop's
 	// brake factor does not move it; with the threshold learned it applies.

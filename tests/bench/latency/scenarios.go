@@ -139,6 +139,10 @@ var Knobs = []struct{ ID, Config string }{
 	// full-ostree-xfs-600MiB-3 (etcd renders ~180 KB per scrape), when
 	// the defaults scraped every second; they scrape every 3 s since.
 	{"k-guard-metrics-1s", "[guard]\nmetrics_interval = \"1s\"\n"},
+	// Probing every second raised the rate 4 -> 6 MB/s before the first
+	// step's write-back reached the disk (full-ostree-xfs-600MiB-4): one
+	// raise per long window (guard.RateWindow), judged by a whole window.
+	{"k-guard-probe-5s", "[guard]\nrate_probe_interval = \"5s\"\n"},
 	// The disks switched to bfq for the window (the default until
 	// sched-300MiB-1: the switch drains and freezes the request queue,
 	// and stalled etcd as the window opened), for its idle class.
