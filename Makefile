@@ -57,7 +57,7 @@ e2e-ostree: host-deps
 # bench: staging vs etcd latency in the qemu guest, rolling updates and the
 # lock at fleet scale (tests/bench). Not part of CI (bench-smoke is). On 2 idle cores the
 # latency plan's XFS half (600 MiB, both disks, a-e, 3 repetitions) took 105 min
-# on the ostree guest (BENCH_FS=xfs; 117 min with two more scenarios on the small disk),
+# on the ostree guest (BENCH_FS=xfs; 96 min for a, b, d, e and one variant on the small disk),
 # its ext4 half (a, b, d) 84 min. Each latency scenario runs BENCH_REPS
 # times (default 3), interleaved; the summary shows medians with min-max.
 # BENCH_QUICK=1 for a shorter run (small disk, smaller update, fewer
