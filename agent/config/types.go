@@ -311,7 +311,7 @@ func Default() *Config {
 		Guard: Guard{
 			Enabled: true,
 			// kubeadm's etcd serves plain-HTTP metrics here.
-			MetricsURL:      "http://127.0.0.1:2381/metrics",
+			MetricsURL: "http://127.0.0.1:2381/metrics",
 			// Chosen from bench full-ostree-xfs-600MiB-4.
 			MetricsInterval: Duration(3 * time.Second),
 			LatencyFactor:   2,
