@@ -298,13 +298,18 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 				in.Long = ls
 			}
 			rate, rd = StepRate(g.o.Rate.Config, base, rate, in)
-			if rate.LastCut != lastCut {
+			cut := rate.LastCut != lastCut
+			if cut {
 				rateCuts++
 				// What comes after a cut is judged on its own.
 				long.Cut()
 			}
-			if rd.Changed || first {
+			if rd.Changed || first || cut {
+				// A cut at the floor changes nothing but is logged: it
+				// says etcd suffers at the gentlest rate the loop has.
 				log.Info("staging write rate", rd.LogAttrs()...)
+			}
+			if rd.Changed || first {
 				if err := g.o.Rate.Set(ctx, rd.Rate); err != nil {
 					log.Warn("staging write rate not set", "err", err)
 				}

@@ -397,6 +397,44 @@ func TestLoopPacesTheWriteRate(t *testing.T) {
 	}
 }
 
+// TestLoopLogsACutAtTheFloor: etcd slow from the start, the rate already
+// at its floor: the cut changes no rate (nothing is set again) but is
+// logged, so an operator sees etcd suffer at the gentlest rate.
+func TestLoopLogsACutAtTheFloor(t *testing.T) {
+	lat := func(e time.Duration) time.Duration {
+		if e >= 3*time.Second { // after the first decision, which is logged anyway
+			return 50 * time.Millisecond
+		}
+		return 2 * time.Millisecond
+	}
+	var log strings.Builder
+	g, clk, _, _ := newTestGuard(t, lat, &log)
+	var mu sync.Mutex
+	var rates []uint64
+	g.o.Rate.Set = func(_ context.Context, r uint64) error {
+		mu.Lock()
+		defer mu.Unlock()
+		rates = append(rates, r)
+		return nil
+	}
+	g.o.Rate.Config.Max = 4_000_000 // no probing: the start rate is the floor and the top
+	base := Baseline{SignalWALFsync: {P99: 2 * time.Millisecond, Median: 2 * time.Millisecond, N: 100}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Stats, 1)
+	go func() { done <- g.Run(ctx, base) }()
+	drive(t, clk, 8*time.Second)
+	cancel()
+	st := <-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(rates) != 1 || rates[0] != 4_000_000 || st.Rate != 4_000_000 {
+		t.Errorf("rates set %v, ended at %d: want the floor, set once", rates, st.Rate)
+	}
+	if st.RateCuts == 0 || !strings.Contains(log.String(), "cutting") {
+		t.Errorf("%d cuts; the log:\n%s", st.RateCuts, log.String())
+	}
+}
+
 // deadlineSource records whether each read was bounded and by how much.
 type deadlineSource struct {
 	*scriptSource
