@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -351,6 +352,34 @@ func TestLearnedStallShareRaisesTheLevels(t *testing.T) {
 	<-done
 }
 
+// runRateLoop runs the guard with the rate loop for d of fake time on the
+// fsync latency lat, with max as the loop's top rate (0: the default), and
+// returns the rates it set, its stats and its log.
+func runRateLoop(t *testing.T, lat func(time.Duration) time.Duration, maxRate uint64, d time.Duration) ([]uint64, Stats, string) {
+	t.Helper()
+	var log strings.Builder
+	g, clk, _, _ := newTestGuard(t, lat, &log)
+	var mu sync.Mutex
+	var rates []uint64
+	g.o.Rate.Set = func(_ context.Context, r uint64) error {
+		mu.Lock()
+		defer mu.Unlock()
+		rates = append(rates, r)
+		return nil
+	}
+	g.o.Rate.Config.Max = maxRate
+	base := Baseline{SignalWALFsync: {P99: 2 * time.Millisecond, Median: 2 * time.Millisecond, N: 100}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Stats, 1)
+	go func() { done <- g.Run(ctx, base) }()
+	drive(t, clk, d)
+	cancel()
+	st := <-done
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(rates), st, log.String()
+}
+
 func TestLoopPacesTheWriteRate(t *testing.T) {
 	// 2ms normally; 50ms from 6s to 8s into the run: the rate is cut, then
 	// probed up again.
@@ -360,31 +389,12 @@ func TestLoopPacesTheWriteRate(t *testing.T) {
 		}
 		return 2 * time.Millisecond
 	}
-	var log strings.Builder
-	g, clk, _, _ := newTestGuard(t, lat, &log)
-	var mu sync.Mutex
-	var rates []uint64
-	g.o.Rate.Set = func(_ context.Context, r uint64) error {
-		mu.Lock()
-		defer mu.Unlock()
-		rates = append(rates, r)
-		return nil
-	}
-	base := Baseline{SignalWALFsync: {P99: 2 * time.Millisecond, Median: 2 * time.Millisecond, N: 100}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan Stats, 1)
-	go func() { done <- g.Run(ctx, base) }()
-	drive(t, clk, 12*time.Second)
-	cancel()
-	st := <-done
-	mu.Lock()
-	defer mu.Unlock()
+	rates, st, log := runRateLoop(t, lat, 0, 12*time.Second)
 	if len(rates) < 3 || rates[0] != 4_000_000 {
 		t.Fatalf("rates %v: want the start rate first, then changes", rates)
 	}
-	peak, cut := uint64(0), false
+	cut := false
 	for i := 1; i < len(rates); i++ {
-		peak = max(peak, rates[i-1])
 		if rates[i] < rates[i-1] {
 			cut = true
 		}
@@ -392,14 +402,14 @@ func TestLoopPacesTheWriteRate(t *testing.T) {
 	if !cut || st.RateCuts == 0 || st.Rate != rates[len(rates)-1] {
 		t.Errorf("rates %v, stats %+v: want a cut while etcd was slow", rates, st)
 	}
-	if !strings.Contains(log.String(), "staging write rate") {
-		t.Errorf("rate decisions not logged:\n%s", log.String())
+	if !strings.Contains(log, "staging write rate") {
+		t.Errorf("rate decisions not logged:\n%s", log)
 	}
 }
 
-// TestLoopLogsACutAtTheFloor: etcd slow from the start, the rate already
-// at its floor: the cut changes no rate (nothing is set again) but is
-// logged, so an operator sees etcd suffer at the gentlest rate.
+// TestLoopLogsACutAtTheFloor: etcd slow once the loop runs at its floor
+// (and top: no probing): the cut changes no rate (nothing is set again)
+// but is logged, so an operator sees etcd suffer at the gentlest rate.
 func TestLoopLogsACutAtTheFloor(t *testing.T) {
 	lat := func(e time.Duration) time.Duration {
 		if e >= 3*time.Second { // after the first decision, which is logged anyway
@@ -407,31 +417,12 @@ func TestLoopLogsACutAtTheFloor(t *testing.T) {
 		}
 		return 2 * time.Millisecond
 	}
-	var log strings.Builder
-	g, clk, _, _ := newTestGuard(t, lat, &log)
-	var mu sync.Mutex
-	var rates []uint64
-	g.o.Rate.Set = func(_ context.Context, r uint64) error {
-		mu.Lock()
-		defer mu.Unlock()
-		rates = append(rates, r)
-		return nil
-	}
-	g.o.Rate.Config.Max = 4_000_000 // no probing: the start rate is the floor and the top
-	base := Baseline{SignalWALFsync: {P99: 2 * time.Millisecond, Median: 2 * time.Millisecond, N: 100}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan Stats, 1)
-	go func() { done <- g.Run(ctx, base) }()
-	drive(t, clk, 8*time.Second)
-	cancel()
-	st := <-done
-	mu.Lock()
-	defer mu.Unlock()
+	rates, st, log := runRateLoop(t, lat, 4_000_000, 8*time.Second)
 	if len(rates) != 1 || rates[0] != 4_000_000 || st.Rate != 4_000_000 {
 		t.Errorf("rates set %v, ended at %d: want the floor, set once", rates, st.Rate)
 	}
-	if st.RateCuts == 0 || !strings.Contains(log.String(), "cutting") {
-		t.Errorf("%d cuts; the log:\n%s", st.RateCuts, log.String())
+	if st.RateCuts == 0 || !strings.Contains(log, "cutting") {
+		t.Errorf("%d cuts; the log:\n%s", st.RateCuts, log)
 	}
 }
 
