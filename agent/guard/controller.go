@@ -322,7 +322,7 @@ func (c *Controller) evaluate(s Sample) view {
 		if len(sigs) == 0 {
 			// PSI alone is the evidence only when no latency signal was
 			// learned: one that is silent in this window (etcd's metrics
-			// are scraped once a second) is unknown, not calm. Seen: PSI
+			// are scraped every few seconds) is unknown, not calm. Seen: PSI
 			// thawed within 0.3 s while etcd's next scrape showed p99 3x.
 			calm = !c.latencyLearned
 		}
