@@ -156,15 +156,22 @@ type Guard struct {
 	// write rate is cut when etcd's p99 exceeds this times its baseline,
 	// and probed up while below (freezing stays above LatencyFactor).
 	LatencyTarget float64 `toml:"latency_target"`
-	// RateProbeInterval spaces the rate loop's increases. A raise shows in
-	// etcd's latency only once the write-back it allows reaches the disk,
-	// seconds later: probing every second raised 4 -> 6 MB/s before the
-	// first evidence of the first step came in (full-ostree-xfs-600MiB-4).
+	// RateProbeInterval spaces the rate loop's increases; at 5 s (the
+	// loop's window) each raise is judged by what came after it. A raise shows in etcd's latency only
+	// once the write-back it allows reaches the disk, seconds later:
+	// probing every second raised 4 -> 6 MB/s before the first evidence of
+	// the first step came in (full-ostree-xfs-600MiB-4).
 	RateProbeInterval Duration `toml:"rate_probe_interval"`
 	// BaselineMaxAge: the rolling baseline (one scrape a minute while no
 	// staging runs) is used when younger than this; otherwise the guard
-	// learns for 10s before the window opens.
+	// learns for LearnPeriod before the window opens.
 	BaselineMaxAge Duration `toml:"baseline_max_age"`
+	// LearnPeriod: with no fresh rolling baseline, how long the guard
+	// watches etcd before changing anything. The p99 of 10 s (~200 WAL
+	// fsyncs: the second slowest) read 15.6-25.7 ms where a whole run
+	// alone had 28.7-31.3 ms (full-ostree-xfs-600MiB-4), so the target sat
+	// below etcd's normal.
+	LearnPeriod Duration `toml:"learn_period"`
 }
 
 // Lock is the reboot semaphore in etcd.
@@ -326,8 +333,9 @@ func Default() *Config {
 			MinRunShare:           0.2,
 			MaxTotalPause:         Duration(30 * time.Minute),
 			LatencyTarget:         1.3,
-			RateProbeInterval:     Duration(time.Second),
+			RateProbeInterval:     Duration(5 * time.Second),
 			BaselineMaxAge:        Duration(15 * time.Minute),
+			LearnPeriod:           Duration(30 * time.Second),
 		},
 		Lock: Lock{
 			Enabled:        true,

@@ -265,6 +265,7 @@ func (k *checker) guard(g *Guard) {
 	}
 	k.positive("guard.rate_probe_interval", g.RateProbeInterval)
 	k.positive("guard.baseline_max_age", g.BaselineMaxAge)
+	k.positive("guard.learn_period", g.LearnPeriod)
 }
 
 func (k *checker) lock(l *Lock) {

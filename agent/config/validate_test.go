@@ -60,6 +60,7 @@ func TestValidationRules(t *testing.T) {
 		{"[guard]\nrate_loop_latency_factor = 1.0", "guard.rate_loop_latency_factor", `must be > 1, got 1`},
 		{"[guard]\nmetrics_interval = \"0s\"", "guard.metrics_interval", `must be > 0, got "0s"`},
 		{"[guard]\nrate_probe_interval = \"0s\"", "guard.rate_probe_interval", `must be > 0, got "0s"`},
+		{"[guard]\nlearn_period = \"0s\"", "guard.learn_period", `must be > 0, got "0s"`},
 		{"[guard]\nthaw_factor = 0.9", "guard.thaw_factor", `must be >= 1 and <= guard.latency_factor (2), got 0.9`},
 		{"[guard]\nthaw_factor = 2.5", "guard.thaw_factor", `must be >= 1 and <= guard.latency_factor (2), got 2.5`},
 		{"[guard]\nmin_freeze = \"0s\"", "guard.min_freeze", `must be > 0, got "0s"`},

@@ -24,7 +24,8 @@ type Options struct {
 	// configured normal wal_fsync p99).
 	Baseline Baseline
 	// LearnFor is how long to watch before staging to learn the baseline
-	// (default 10s; negative: do not learn, use Baseline alone).
+	// (default 10s; the product sets guard.learn_period; negative: do not
+	// learn, use Baseline alone).
 	LearnFor time.Duration
 	// MinObservations a signal needs in the learning window (default 20).
 	MinObservations uint64

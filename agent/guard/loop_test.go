@@ -381,15 +381,15 @@ func runRateLoop(t *testing.T, lat func(time.Duration) time.Duration, maxRate ui
 }
 
 func TestLoopPacesTheWriteRate(t *testing.T) {
-	// 2ms normally; 50ms from 6s to 8s into the run: the rate is cut, then
-	// probed up again.
+	// 2ms normally; 50ms from 12s to 14s into the run: the rate, probed up
+	// every 5 s, is cut, then probed up again.
 	lat := func(e time.Duration) time.Duration {
-		if e >= 6*time.Second && e < 8*time.Second {
+		if e >= 12*time.Second && e < 14*time.Second {
 			return 50 * time.Millisecond
 		}
 		return 2 * time.Millisecond
 	}
-	rates, st, log := runRateLoop(t, lat, 0, 12*time.Second)
+	rates, st, log := runRateLoop(t, lat, 0, 24*time.Second)
 	if len(rates) < 3 || rates[0] != 4_000_000 {
 		t.Fatalf("rates %v: want the start rate first, then changes", rates)
 	}

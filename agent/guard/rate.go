@@ -53,7 +53,8 @@ type RateConfig struct {
 	// StallTarget: congestion when etcd's stall share exceeds the learned
 	// share plus this (default 0.1; 0 after defaults is never: set <0).
 	StallTarget float64
-	// ProbeEvery spaces increases (default 1s); Cooldown is the time after
+	// ProbeEvery spaces increases (default RateWindow: each raise is
+	// judged by a whole long window of what came after it); Cooldown is the time after
 	// a cut during which the effect of the cut is not visible yet and the
 	// controller neither cuts again nor raises (default 2s: one sample
 	// window plus the time the queue takes to drain).
@@ -102,7 +103,7 @@ func (c RateConfig) WithDefaults() RateConfig {
 	defF(&c.QueueHold, 4)
 	defF(&c.QueueCut, 2*c.QueueHold)
 	defD(&c.MinP99, 2*time.Millisecond)
-	defD(&c.ProbeEvery, time.Second)
+	defD(&c.ProbeEvery, RateWindow)
 	defD(&c.Cooldown, 2*time.Second)
 	c.Start = min(max(c.Start, c.Min), c.Max)
 	return c

@@ -13,7 +13,8 @@ func TestStepRate(t *testing.T) {
 	wal := func(s float64, p99 time.Duration) Sample {
 		return Sample{At: at(s), Latency: map[string]Stat{SignalWALFsync: {P99: p99, Median: p99 / 2, N: 20}}, Stall: -1}
 	}
-	cfg := RateConfig{Min: 1_000_000} // the mechanics below the default floor
+	// The mechanics below the default floor, probing every second.
+	cfg := RateConfig{Min: 1_000_000, ProbeEvery: time.Second}
 	steady := RateState{Started: true, Rate: 10_000_000, LastRaise: at(0), LastCut: at(-60), CutFrom: 12_000_000}
 	cases := []struct {
 		name    string
@@ -92,6 +93,29 @@ func TestRateConfigValidate(t *testing.T) {
 // Over the long window etcd's congestion is a count: how many of its
 // observations beat the target (1.3 x the learned p99), against the share
 // the promise allows plus chance. The slowest one alone decides nothing.
+// By default a raise waits for a whole long window after the last one, so
+// that what the last raise let through is judged by a window of its own.
+func TestStepRateProbesOncePerLongWindow(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	base := Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 4 * time.Millisecond, N: 100}}
+	st := RateState{Started: true, Rate: 10_000_000, LastRaise: t0, LastCut: t0.Add(-time.Minute), CutFrom: 12_000_000}
+	calm := func(after time.Duration) RateInput {
+		return RateInput{Sample: Sample{At: t0.Add(after), Latency: map[string]Stat{SignalWALFsync: {P99: 5 * time.Millisecond, Median: 3 * time.Millisecond, N: 20}}, Stall: -1}}
+	}
+	for _, c := range []struct {
+		after  time.Duration
+		reason string
+	}{
+		{time.Second, "calm"},
+		{RateWindow - time.Millisecond, "calm"},
+		{RateWindow, "calm: probing up"},
+	} {
+		if _, d := StepRate(RateConfig{}, base, st, calm(c.after)); d.Reason != c.reason {
+			t.Errorf("%v after the last raise: %q, want %q", c.after, d.Reason, c.reason)
+		}
+	}
+}
+
 func TestStepRateCountsOverTheLongWindow(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	base := Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 4 * time.Millisecond, N: 100}}
@@ -103,8 +127,9 @@ func TestStepRateCountsOverTheLongWindow(t *testing.T) {
 		h.Counts = []uint64{0, 125 - slow, 125 - slow, 125, 125}
 		return Sample{Hists: map[string]Histogram{SignalWALFsync: h}}
 	}
-	// The short window's second slowest is over target in both cases.
-	short := Sample{At: t0.Add(time.Second), Latency: map[string]Stat{SignalWALFsync: {P99: 20 * time.Millisecond, Median: 5 * time.Millisecond, N: 25}}, Stall: -1}
+	// The short window's second slowest is over target in both cases; a
+	// whole long window has passed since the last raise.
+	short := Sample{At: t0.Add(RateWindow), Latency: map[string]Stat{SignalWALFsync: {P99: 20 * time.Millisecond, Median: 5 * time.Millisecond, N: 25}}, Stall: -1}
 	for _, c := range []struct {
 		slow   uint64
 		reason string

@@ -75,7 +75,8 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 		Enabled:      g.Enabled,
 		MetricsURL:   g.MetricsURL,
 		MetricsEvery: g.MetricsInterval.D(),
-		Options:      guard.Options{Config: gc, Baseline: gb, Interval: g.Interval.D(), Window: g.Window.D(), Log: log},
+		Options: guard.Options{Config: gc, Baseline: gb, Interval: g.Interval.D(), Window: g.Window.D(),
+			LearnFor: g.LearnPeriod.D(), Log: log},
 	}
 	if g.IOPressureThreshold > 0 {
 		// etcd's own cgroup when known: the stager's stalls do not count there.

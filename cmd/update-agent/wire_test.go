@@ -27,6 +27,7 @@ func TestWireMapsConfig(t *testing.T) {
 	cfg.Guard.LatencyFactor = 2
 	cfg.Guard.MetricsInterval = config.Duration(2 * time.Second)
 	cfg.Guard.RateProbeInterval = config.Duration(7 * time.Second)
+	cfg.Guard.LearnPeriod = config.Duration(12 * time.Second)
 
 	root := t.TempDir()
 	a, err := wire(cfg, root, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
@@ -64,6 +65,9 @@ func TestWireMapsConfig(t *testing.T) {
 	}
 	if o.WriteRate.ProbeEvery != 7*time.Second {
 		t.Errorf("write rate probed every %v, want the configured 7s", o.WriteRate.ProbeEvery)
+	}
+	if o.Guard.Options.LearnFor != 12*time.Second {
+		t.Errorf("baseline learned for %v, want the configured 12s", o.Guard.Options.LearnFor)
 	}
 	// A configured fsync threshold is the operator's word: the rate loop's
 	// brake factor does not move it; with the threshold learned it applies.
