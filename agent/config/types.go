@@ -167,10 +167,11 @@ type Guard struct {
 	// learns for LearnPeriod before the window opens.
 	BaselineMaxAge Duration `toml:"baseline_max_age"`
 	// LearnPeriod: with no fresh rolling baseline, how long the guard
-	// watches etcd before changing anything. The p99 of 10 s (~200 WAL
-	// fsyncs: the second slowest) read 15.6-25.7 ms where a whole run
-	// alone had 28.7-31.3 ms (full-ostree-xfs-600MiB-4), so the target sat
-	// below etcd's normal.
+	// watches etcd before changing anything (default 10s). 30 s learned no
+	// better baseline on the small disk (WAL p99 15.7-28.1 ms against
+	// 28.1-29.7 at 10 s, (a) 20.3-29.9) and added 25 s to each staging
+	// (full-ostree-xfs-600MiB-5); on the fast disk etcd was over target at
+	// the loop's floor either way.
 	LearnPeriod Duration `toml:"learn_period"`
 }
 
@@ -335,7 +336,7 @@ func Default() *Config {
 			LatencyTarget:         1.3,
 			RateProbeInterval:     Duration(5 * time.Second),
 			BaselineMaxAge:        Duration(15 * time.Minute),
-			LearnPeriod:           Duration(30 * time.Second),
+			LearnPeriod:           Duration(10 * time.Second),
 		},
 		Lock: Lock{
 			Enabled:        true,

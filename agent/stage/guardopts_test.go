@@ -8,12 +8,12 @@ import (
 )
 
 // etcd's metrics are scraped every MetricsEvery, never faster than the
-// guard reads, and once a second when unset.
+// guard reads, and every 3 s (the config's default) when unset.
 func TestGuardMetricsEvery(t *testing.T) {
 	for _, c := range []struct {
 		every, interval, want time.Duration
 	}{
-		{0, 250 * time.Millisecond, time.Second},
+		{0, 250 * time.Millisecond, 3 * time.Second},
 		{3 * time.Second, 250 * time.Millisecond, 3 * time.Second},
 		{500 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond},
 		{500 * time.Millisecond, 2 * time.Second, 2 * time.Second},

@@ -483,11 +483,12 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop bool
 	return g, base, closeInputs
 }
 
-// metricsEvery is how often etcd's metrics are scraped while staging.
+// metricsEvery is how often etcd's metrics are scraped while staging;
+// unset, as guard.metrics_interval's default (3 s).
 func (g GuardOptions) metricsEvery() time.Duration {
 	every := g.MetricsEvery
 	if every <= 0 {
-		every = time.Second
+		every = 3 * time.Second
 	}
 	return max(g.Interval, every)
 }

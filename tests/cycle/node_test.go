@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/update-agent/update-agent/agent/adapters"
@@ -112,28 +110,4 @@ func runAgent(s nodeSpec, log *slog.Logger) error {
 	})
 	log.Info("agent process started")
 	return eng.Run(ctx)
-}
-
-// TestKilledBySIGTERMTellsTheSignalApart: only a death by SIGTERM counts as a
-// clean stop; a non-zero exit or another signal does not.
-func TestKilledBySIGTERMTellsTheSignalApart(t *testing.T) {
-	for _, c := range []struct {
-		sig  syscall.Signal
-		want bool
-	}{{syscall.SIGTERM, true}, {syscall.SIGKILL, false}, {0, false}} {
-		cmd := exec.Command("sleep", "30")
-		if c.sig == 0 {
-			cmd = exec.Command("false")
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if c.sig != 0 {
-			_ = cmd.Process.Signal(c.sig)
-		}
-		err := cmd.Wait()
-		if got := killedBySIGTERM(err); got != c.want {
-			t.Errorf("signal %v: killedBySIGTERM(%v) = %v, want %v", c.sig, err, got, c.want)
-		}
-	}
 }

@@ -113,6 +113,30 @@ func killedBySIGTERM(err error) bool {
 	return ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM
 }
 
+// TestKilledBySIGTERMTellsTheSignalApart: only a death by SIGTERM counts as a
+// clean stop; a non-zero exit or another signal does not.
+func TestKilledBySIGTERMTellsTheSignalApart(t *testing.T) {
+	for _, c := range []struct {
+		sig  syscall.Signal
+		want bool
+	}{{syscall.SIGTERM, true}, {syscall.SIGKILL, false}, {0, false}} {
+		cmd := exec.Command("sleep", "30")
+		if c.sig == 0 {
+			cmd = exec.Command("false")
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if c.sig != 0 {
+			_ = cmd.Process.Signal(c.sig)
+		}
+		err := cmd.Wait()
+		if got := killedBySIGTERM(err); got != c.want {
+			t.Errorf("signal %v: killedBySIGTERM(%v) = %v, want %v", c.sig, err, got, c.want)
+		}
+	}
+}
+
 // reboot is the host going down for the finalize it asked for: the agent
 // stops, the etcd member stops, the shutdown hook applies the unlocked
 // deployment, the member and the agent come back in a new boot.
