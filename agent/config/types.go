@@ -157,10 +157,11 @@ type Guard struct {
 	// and probed up while below (freezing stays above LatencyFactor).
 	LatencyTarget float64 `toml:"latency_target"`
 	// RateProbeInterval spaces the rate loop's increases; at 5 s (the
-	// loop's window) each raise is judged by what came after it. A raise shows in etcd's latency only
-	// once the write-back it allows reaches the disk, seconds later:
-	// probing every second raised 4 -> 6 MB/s before the first evidence of
-	// the first step came in (full-ostree-xfs-600MiB-4).
+	// loop's window) each raise is judged by what came after it. A raise
+	// shows in etcd's latency only once the write-back it allows reaches
+	// the disk, seconds later: probing every second raised 4 -> 6 MB/s
+	// before the first evidence of the first step came in
+	// (full-ostree-xfs-600MiB-4).
 	RateProbeInterval Duration `toml:"rate_probe_interval"`
 	// BaselineMaxAge: the rolling baseline (one scrape a minute while no
 	// staging runs) is used when younger than this; otherwise the guard

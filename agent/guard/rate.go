@@ -54,10 +54,11 @@ type RateConfig struct {
 	// share plus this (default 0.1; 0 after defaults is never: set <0).
 	StallTarget float64
 	// ProbeEvery spaces increases (default RateWindow: each raise is
-	// judged by a whole long window of what came after it); Cooldown is the time after
-	// a cut during which the effect of the cut is not visible yet and the
-	// controller neither cuts again nor raises (default 2s: one sample
-	// window plus the time the queue takes to drain).
+	// judged by a whole long window of what came after it); Cooldown is
+	// the time after a cut during which the effect of the cut is not
+	// visible yet and the controller neither cuts again nor raises
+	// (default 2s: one sample window plus the time the queue takes to
+	// drain).
 	ProbeEvery time.Duration
 	Cooldown   time.Duration
 	// QueueHold: no probing up while a staging disk's mean queue is

@@ -90,9 +90,6 @@ func TestRateConfigValidate(t *testing.T) {
 	}
 }
 
-// Over the long window etcd's congestion is a count: how many of its
-// observations beat the target (1.3 x the learned p99), against the share
-// the promise allows plus chance. The slowest one alone decides nothing.
 // By default a raise waits for a whole long window after the last one, so
 // that what the last raise let through is judged by a window of its own.
 func TestStepRateProbesOncePerLongWindow(t *testing.T) {
@@ -116,6 +113,9 @@ func TestStepRateProbesOncePerLongWindow(t *testing.T) {
 	}
 }
 
+// Over the long window etcd's congestion is a count: how many of its
+// observations beat the target (1.3 x the learned p99), against the share
+// the promise allows plus chance. The slowest one alone decides nothing.
 func TestStepRateCountsOverTheLongWindow(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	base := Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 4 * time.Millisecond, N: 100}}
