@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ParseState is the state letter of a /proc/PID/task/TID/stat line ('R',
@@ -121,6 +122,8 @@ type Summary struct {
 	WritesInflight []int `json:"writes_inflight"`
 	// InflightErrors counts samples whose inflight file could not be read.
 	InflightErrors int `json:"inflight_errors"`
+	// Guest is the whole guest's CPU use and pressure over the run.
+	Guest *CPUFigures `json:"guest,omitempty"`
 	// Errors are what could not be read (a cgroup, a stack), with how
 	// often; at most maxErrors distinct ones.
 	Errors map[string]int `json:"errors,omitempty"`
@@ -137,6 +140,8 @@ type Group struct {
 	States      map[string]int `json:"states"`         // thread-samples per state letter
 	SamplesD    int            `json:"samples_with_d"` // samples with at least one thread in D
 	Stacks      []Stack        `json:"stacks"`         // of the thread-samples in D, most first
+	// CPU is a cgroup group's CPU use and pressure over the run.
+	CPU *CPUFigures `json:"cpu,omitempty"`
 }
 
 // Stack is one folded kernel stack and how many thread-samples in D had it.
@@ -159,6 +164,7 @@ type Aggregate struct {
 	samples, inflightErrs int
 	reads, writes         [8]int
 	errs                  map[string]int
+	guest                 counterSpan
 }
 
 type groupAgg struct {
@@ -168,6 +174,7 @@ type groupAgg struct {
 	threadSamples  int
 	samplesD       int
 	inSample       bool // a thread was in D in the current sample
+	counters       counterSpan
 }
 
 // NewAggregate aggregates for the named groups, in that order.
@@ -209,6 +216,20 @@ func (a *Aggregate) Thread(group string, tid int, state byte, stack string) {
 	g.stacks[stack]++
 }
 
+// GuestName names the whole guest in Counters.
+const GuestName = "guest"
+
+// Counters records the cumulative CPU figures of group (a cgroup target,
+// or GuestName) read at at; the summary has the change from the first
+// reading to the last.
+func (a *Aggregate) Counters(group string, at time.Time, c Counters) {
+	if group == GuestName {
+		a.guest.add(at, c)
+	} else if g, ok := a.at[group]; ok {
+		g.counters.add(at, c)
+	}
+}
+
 // Inflight records the disk's requests in flight.
 func (a *Aggregate) Inflight(reads, writes int) {
 	a.reads[Bucket(reads)]++
@@ -227,12 +248,14 @@ func (a *Aggregate) Error(msg string) {
 
 // Summary is what was aggregated; the caller sets the disk and times.
 func (a *Aggregate) Summary() Summary {
-	s := Summary{Samples: a.samples, ReadsInflight: slices.Clone(a.reads[:]), WritesInflight: slices.Clone(a.writes[:]), InflightErrors: a.inflightErrs}
+	s := Summary{Samples: a.samples, ReadsInflight: slices.Clone(a.reads[:]), WritesInflight: slices.Clone(a.writes[:]),
+		InflightErrors: a.inflightErrs, Guest: a.guest.figures()}
 	if len(a.errs) > 0 {
 		s.Errors = maps.Clone(a.errs)
 	}
 	for _, ga := range a.groups {
-		g := Group{Name: ga.name, Threads: len(ga.threads), ThreadSamps: ga.threadSamples, States: maps.Clone(ga.states), SamplesD: ga.samplesD}
+		g := Group{Name: ga.name, Threads: len(ga.threads), ThreadSamps: ga.threadSamples, States: maps.Clone(ga.states),
+			SamplesD: ga.samplesD, CPU: ga.counters.figures()}
 		for st, n := range ga.stacks {
 			g.Stacks = append(g.Stacks, Stack{Stack: st, Count: n})
 		}
@@ -277,10 +300,16 @@ func (s Summary) Render(w io.Writer, top int) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "kstacks: %d samples over %.1f s (asked every %g ms, got one every %.1f ms)\n",
 		s.Samples, s.Seconds, s.IntervalMS, 1000*s.Seconds/float64(max(s.Samples-1, 1)))
+	if s.Guest != nil {
+		fmt.Fprintf(&b, "guest: %s\n", s.Guest.Render())
+	}
 	for _, g := range s.Groups {
 		d := g.States["D"]
 		fmt.Fprintf(&b, "\n%s: %d threads; %d of %d samples (%s) with a thread in D; thread-samples by state: %s\n",
 			g.Name, g.Threads, g.SamplesD, s.Samples, pct(g.SamplesD, s.Samples), states(g.States))
+		if g.CPU != nil {
+			fmt.Fprintf(&b, "  cgroup: %s\n", g.CPU.Render())
+		}
 		for i, st := range g.Stacks {
 			if i == top {
 				rest := 0

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseState(t *testing.T) {
@@ -125,6 +126,15 @@ func aggregated() Summary {
 	a.Thread("etcd", 12, 'D', xfsFolded)
 	a.InflightError()
 	a.Error("vda inflight: gone")
+	// etcd's cgroup and the guest read twice, 4 s apart; fio's once (no
+	// figures), and a name that is no group is ignored.
+	t0 := time.Unix(1e9, 0)
+	a.Counters("etcd", t0, Counters{UsedUS: 1e6, CPUSomeUS: 0, IOSomeUS: 1e5})
+	a.Counters("etcd", t0.Add(4*time.Second), Counters{UsedUS: 3e6, CPUSomeUS: 1e6, IOSomeUS: 3e5})
+	a.Counters("fio", t0, Counters{UsedUS: 1})
+	a.Counters("other", t0, Counters{UsedUS: 1})
+	a.Counters(GuestName, t0, Counters{UsedUS: 0, CPUs: 2})
+	a.Counters(GuestName, t0.Add(4*time.Second), Counters{UsedUS: 6e6, CPUSomeUS: 2e6, IOSomeUS: 4e5, CPUs: 2})
 	s := a.Summary()
 	s.Disk, s.IntervalMS, s.Seconds = "vda", 100, 0.3
 	return s
@@ -149,6 +159,9 @@ func TestAggregate(t *testing.T) {
 	if len(etcd.Stacks) != 2 || etcd.Stacks[0] != (Stack{xfsFolded, 3}) || etcd.Stacks[1] != (Stack{ext4Folded, 1}) {
 		t.Errorf("etcd stacks %+v", etcd.Stacks)
 	}
+	if fio.CPU != nil {
+		t.Errorf("fio read once has CPU figures %+v", fio.CPU)
+	}
 	if fio.Threads != 1 || fio.SamplesD != 2 || fio.States["R"] != 1 || len(fio.Stacks) != 2 || fio.Stacks[0] != (Stack{NoStack, 1}) {
 		t.Errorf("fio %+v", fio)
 	}
@@ -160,8 +173,10 @@ func TestRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `kstacks: 4 samples over 0.3 s (asked every 100 ms, got one every 100.0 ms)
+guest: used 1.50 CPUs of 2; some task waited for a CPU 500 ms/s, for I/O 100 ms/s (over 4 s)
 
 etcd: 3 threads; 3 of 4 samples (75.0%) with a thread in D; thread-samples by state: D 4, S 3
+  cgroup: used 0.50 CPUs; some task waited for a CPU 250 ms/s, for I/O 50 ms/s (over 4 s)
        3  75.0%  ` + xfsFolded + `
        1  25.0%  (1 more stacks)
 
@@ -209,6 +224,57 @@ func TestDecode(t *testing.T) {
 	} {
 		if _, err := Decode(c.b, c.need...); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestParsePressureSome(t *testing.T) {
+	for in, want := range map[string]int64{
+		"some avg10=0.00 avg60=0.00 avg300=0.00 total=123\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=7\n": 123,
+		"full avg10=0.00 total=7\nsome avg10=2.50 avg60=1.00 avg300=0.10 total=9000000000\n":                 9000000000,
+		"some total=0\n": 0,
+		"":               -1,
+		"full total=7\n": -1,
+		"some avg10=0.00 avg60=0.00 avg300=0.00\n": -1,
+		"some avg10=0.00 total=-5\n":               -1,
+		"some avg10=0.00 total=x\nfull total=1\n":  -1,
+	} {
+		got, err := ParsePressureSome([]byte(in))
+		if want < 0 {
+			if err == nil {
+				t.Errorf("%q: %d, want an error", in, got)
+			}
+			continue
+		}
+		if err != nil || got != want {
+			t.Errorf("%q: %d %v, want %d", in, got, err, want)
+		}
+	}
+}
+
+func TestParseCPUStatUsage(t *testing.T) {
+	got, err := ParseCPUStatUsage([]byte("usage_usec 4242\nuser_usec 4000\nsystem_usec 242\nnr_periods 0\n"))
+	if err != nil || got != 4242 {
+		t.Errorf("usage %d %v, want 4242", got, err)
+	}
+	for _, bad := range []string{"", "user_usec 4000\n", "usage_usec x\n", "usage_usec -1\n"} {
+		if _, err := ParseCPUStatUsage([]byte(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	// busy: user 10 + nice 20 + system 30 + irq 60 + softirq 70 + steal 80
+	// ticks (idle 40 and iowait 50 are not), at 10 ms a tick.
+	good := "cpu  10 20 30 40 50 60 70 80 90 100\ncpu0 5 10 15 20 25 30 35 40 45 50\ncpu1 5 10 15 20 25 30 35 40 45 50\nintr 1\nctxt 2\nbtime 3\n"
+	busy, cpus, err := ParseProcStat([]byte(good))
+	if err != nil || busy != 2_700_000 || cpus != 2 {
+		t.Errorf("busy %d us on %d CPUs (%v), want 2700000 on 2", busy, cpus, err)
+	}
+	for _, bad := range []string{"", "cpu  1 2 3\ncpu0 1 2 3 4 5 6 7 8\n", "cpu  1 2 3 4 5 6 7 x\ncpu0 1 2 3 4 5 6 7 8\n", "cpu  1 2 3 4 5 6 7 8\n"} {
+		if _, _, err := ParseProcStat([]byte(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
 		}
 	}
 }

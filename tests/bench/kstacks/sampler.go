@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Sampler reads the targets' threads' states and, for those in D, their
@@ -32,6 +33,7 @@ type Sampler struct {
 	// stackRead runs after the stack of the thread in dir is read
 	// (tests: that thread wakes).
 	stackRead func(dir string)
+	now       func() time.Time
 }
 
 type thread struct {
@@ -47,7 +49,7 @@ func NewSampler(root string, c Config) *Sampler {
 		names = append(names, t.Name)
 	}
 	return &Sampler{root: root, targets: c.Targets, disk: c.Disk, agg: NewAggregate(names),
-		threads: map[int]*thread{}, inflight: -1, buf: make([]byte, 1024), stack: make([]byte, 16<<10)}
+		threads: map[int]*thread{}, inflight: -1, buf: make([]byte, 1024), stack: make([]byte, 16<<10), now: time.Now}
 }
 
 func (s *Sampler) open(p string) (int, error) {
@@ -68,9 +70,11 @@ func pread(fd int, buf []byte) ([]byte, error) {
 }
 
 // Rescan finds the targets' threads: a new one's stat is opened, a gone
-// one's closed. What cannot be read is counted in the summary's errors
-// (a target that never had a thread fails the bench's Decode).
+// one's closed, and reads the CPU counters (ReadCounters). What cannot be
+// read is counted in the summary's errors (a target that never had a
+// thread fails the bench's Decode).
 func (s *Sampler) Rescan() {
+	s.ReadCounters()
 	if slices.ContainsFunc(s.targets, func(t Target) bool { return t.Comm != "" }) {
 		if err := s.scanComms(); err != nil {
 			s.agg.Error(err.Error())
@@ -101,6 +105,47 @@ func (s *Sampler) Rescan() {
 		if !seen[tid] {
 			s.drop(tid, th)
 		}
+	}
+}
+
+// ReadCounters reads the cgroup targets' and the guest's cumulative CPU
+// use and pressure (Counters): once a rescan, and once more at the end,
+// since the summary has the change between the first and last readings.
+func (s *Sampler) ReadCounters() {
+	at := s.now()
+	read := func(p string, parse func([]byte) (int64, error), into *int64) bool {
+		b, err := os.ReadFile(filepath.Join(s.root, p))
+		if err == nil {
+			*into, err = parse(b)
+		}
+		if err != nil {
+			s.agg.Error(fmt.Sprintf("/%s: %v", p, err))
+			return false
+		}
+		return true
+	}
+	for _, t := range s.targets {
+		if t.Cgroup == "" {
+			continue
+		}
+		var c Counters
+		dir := path.Join("sys/fs/cgroup", t.Cgroup)
+		if read(dir+"/cpu.stat", ParseCPUStatUsage, &c.UsedUS) &&
+			read(dir+"/cpu.pressure", ParsePressureSome, &c.CPUSomeUS) &&
+			read(dir+"/io.pressure", ParsePressureSome, &c.IOSomeUS) {
+			s.agg.Counters(t.Name, at, c)
+		}
+	}
+	var g Counters
+	procStat := func(b []byte) (int64, error) {
+		busy, cpus, err := ParseProcStat(b)
+		g.CPUs = cpus
+		return busy, err
+	}
+	if read("proc/stat", procStat, &g.UsedUS) &&
+		read("proc/pressure/cpu", ParsePressureSome, &g.CPUSomeUS) &&
+		read("proc/pressure/io", ParsePressureSome, &g.IOSomeUS) {
+		s.agg.Counters(GuestName, at, g)
 	}
 }
 

@@ -2,6 +2,7 @@ package kstacks
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -32,7 +33,17 @@ func write(t *testing.T, root, p, body string) {
 	}
 }
 
-const etcdCgroup = "sys/fs/cgroup/system.slice/bench-etcd.service/cgroup.threads"
+const (
+	etcdDir    = "sys/fs/cgroup/system.slice/bench-etcd.service"
+	etcdCgroup = etcdDir + "/cgroup.threads"
+)
+
+// procStat is a two-CPU /proc/stat whose "cpu" line has user ticks of
+// busy time (the rest spread over nice, system, irq, softirq, steal: all
+// busy) and idle ticks of idle and iowait.
+func procStat(user, idle int) string {
+	return fmt.Sprintf("cpu  %d 1 2 %d 5 3 4 6 0 0\ncpu0 1 1 1 1 1 1 1 1 0 0\ncpu1 1 1 1 1 1 1 1 1 0 0\nintr 1 2 3\nctxt 99\n", user, idle)
+}
 
 // A guest with etcd's unit (threads 100 and 101), a journal thread (200)
 // and a shell (300) that no target names.
@@ -49,6 +60,12 @@ func fixture(t *testing.T) string {
 		"proc/300/task/300/stat":  "300 (bash) D 1 ...\n",
 		"proc/self":               "not a pid",
 		"sys/block/vda/inflight":  "       0        3\n",
+		etcdDir + "/cpu.stat":     "usage_usec 1000000\nuser_usec 600000\nsystem_usec 400000\n",
+		etcdDir + "/cpu.pressure": "some avg10=0.00 avg60=0.00 avg300=0.00 total=50000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+		etcdDir + "/io.pressure":  "some avg10=0.00 avg60=0.00 avg300=0.00 total=70000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=60000\n",
+		"proc/stat":               procStat(100, 50),
+		"proc/pressure/cpu":       "some avg10=1.00 avg60=0.00 avg300=0.00 total=1000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+		"proc/pressure/io":        "some avg10=0.00 avg60=0.00 avg300=0.00 total=2000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
 		"sys/block/vdb/inflight":  "       9        9\n",
 	})
 }
@@ -66,6 +83,9 @@ func TestSampler(t *testing.T) {
 	root := fixture(t)
 	s := NewSampler(root, fixtureConfig(t))
 	defer s.Close()
+	t0 := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	clock := t0
+	s.now = func() time.Time { return clock }
 	s.Rescan()
 	s.Sample()
 	// The files change under the open descriptors, as the kernel's do.
@@ -82,6 +102,14 @@ func TestSampler(t *testing.T) {
 	write(t, root, "proc/201/comm", "jbd2/vda4-8\n")
 	write(t, root, "proc/201/task/201/stat", "201 (jbd2/vda4-8) D 2 0 0 ...\n")
 	write(t, root, "proc/201/task/201/stack", readFile(t, root, "proc/200/task/200/stack"))
+	// Two seconds on: etcd used 1.5 s of CPU, waited 0.4 s for one and
+	// 0.2 s for I/O; the guest was busy 300 ticks (3 s of its 2 CPUs).
+	clock = t0.Add(2 * time.Second)
+	write(t, root, etcdDir+"/cpu.stat", "usage_usec 2500000\n")
+	write(t, root, etcdDir+"/cpu.pressure", "some avg10=9.00 avg60=0.00 avg300=0.00 total=450000\nfull total=0\n")
+	write(t, root, etcdDir+"/io.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=270000\n")
+	write(t, root, "proc/stat", procStat(400, 150))
+	write(t, root, "proc/pressure/cpu", "some avg10=1.00 avg60=0.00 avg300=0.00 total=1201000\n")
 	s.Rescan()
 	s.Sample()
 
@@ -111,6 +139,15 @@ func TestSampler(t *testing.T) {
 	if w := sum.WritesInflight; w[Bucket(3)] != 1 || w[Bucket(40)] != 2 || sum.ReadsInflight[0] != 1 || sum.ReadsInflight[1] != 2 {
 		t.Errorf("in flight: writes %v reads %v", sum.WritesInflight, sum.ReadsInflight)
 	}
+	if got, want := etcd.CPU, (&CPUFigures{Seconds: 2, Used: 0.75, CPUWaitMS: 200, IOWaitMS: 100}); got == nil || *got != *want {
+		t.Errorf("etcd's CPU %+v, want %+v", got, want)
+	}
+	if jbd2.CPU != nil {
+		t.Errorf("a comm target has CPU figures: %+v", jbd2.CPU)
+	}
+	if got, want := sum.Guest, (&CPUFigures{Seconds: 2, CPUs: 2, Used: 1.5, CPUWaitMS: 600, IOWaitMS: 0}); got == nil || *got != *want {
+		t.Errorf("guest %+v, want %+v", got, want)
+	}
 }
 
 // A wrong cgroup path or disk name is in the summary, and the bench's
@@ -125,7 +162,8 @@ func TestSamplerWrongPaths(t *testing.T) {
 	s.Rescan()
 	s.Sample()
 	sum := s.Summary()
-	if sum.InflightErrors != 1 || len(sum.Errors) != 2 {
+	// The cgroup's threads and its cpu.stat, and the disk's inflight.
+	if sum.InflightErrors != 1 || len(sum.Errors) != 3 {
 		t.Errorf("errors %v, inflight errors %d", sum.Errors, sum.InflightErrors)
 	}
 	b, err := jsonOf(sum)

@@ -139,6 +139,12 @@ var Knobs = []struct{ ID, Config string }{
 	// full-ostree-xfs-600MiB-3 (etcd renders ~180 KB per scrape), when
 	// the defaults scraped every second; they scrape every 3 s since.
 	{"k-guard-metrics-1s", "[guard]\nmetrics_interval = \"1s\"\n"},
+	// The guard on the kernel's signals alone (etcd's cgroup pressure,
+	// the disks' queues), never scraping etcd: the kernel stacks of
+	// prof-300MiB-1 found etcd more often runnable than alone during
+	// staging and less often in D, and (d) above (e) where both ran at
+	// 4 MB/s: what the scrapes cost etcd's CPU.
+	{"k-guard-psionly", "[guard]\nmetrics_url = \"\"\n"},
 	// Probing every second raised the rate 4 -> 6 MB/s before the first
 	// step's write-back reached the disk (full-ostree-xfs-600MiB-4); the
 	// default since is one raise per long window (guard.RateWindow, 5 s),

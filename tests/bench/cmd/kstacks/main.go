@@ -55,6 +55,7 @@ sampling:
 			break sampling
 		}
 	}
+	s.ReadCounters()
 	sum := s.Summary()
 	sum.IntervalMS = float64(c.Interval) / float64(time.Millisecond)
 	sum.StartNS, sum.EndNS, sum.Seconds = first.UnixNano(), last.UnixNano(), last.Sub(first).Seconds()

@@ -1,0 +1,144 @@
+package kstacks
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Counters are cumulative CPU and pressure figures, in microseconds: a
+// cgroup's (cpu.stat's usage_usec, the "some" totals of its cpu.pressure
+// and io.pressure) or the whole guest's (/proc/stat's busy time, the
+// "some" totals of /proc/pressure/cpu and io). A stack sampled in D says
+// where a thread waits for I/O; a thread waiting for a CPU is in R, and
+// only these say how long: whether etcd's excess is the disk or the CPU.
+type Counters struct {
+	UsedUS, CPUSomeUS, IOSomeUS int64
+	CPUs                        int // the guest's; 0 for a cgroup
+}
+
+// ParsePressureSome is the "some" line's total= of a pressure file
+// ("some avg10=0.00 avg60=0.00 avg300=0.00 total=1234").
+func ParsePressureSome(b []byte) (int64, error) {
+	for line := range bytes.Lines(b) {
+		f := strings.Fields(string(line))
+		if len(f) == 0 || f[0] != "some" {
+			continue
+		}
+		for _, kv := range f[1:] {
+			if v, ok := strings.CutPrefix(kv, "total="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil || n < 0 {
+					break
+				}
+				return n, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("pressure %q: no some total=", b)
+}
+
+// ParseCPUStatUsage is a cgroup cpu.stat's usage_usec.
+func ParseCPUStatUsage(b []byte) (int64, error) {
+	for line := range bytes.Lines(b) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(string(line)), "usage_usec "); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+				return n, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("cpu.stat %q: no usage_usec", b)
+}
+
+// userHZ is the unit of /proc/stat's times (USER_HZ, 100 on Linux).
+const userHZ = 100
+
+// ParseProcStat is the guest's busy CPU time in microseconds (user, nice,
+// system, irq, softirq and steal of the "cpu" line: all but idle and
+// iowait) and its number of CPUs (the "cpuN" lines).
+func ParseProcStat(b []byte) (busyUS int64, cpus int, err error) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	found := false
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) > 0 && f[0] == "cpu":
+			if len(f) < 9 {
+				return 0, 0, fmt.Errorf("/proc/stat cpu line %q: too short", sc.Text())
+			}
+			for i, v := range f[1:9] {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil || n < 0 {
+					return 0, 0, fmt.Errorf("/proc/stat cpu line %q: field %d", sc.Text(), i+1)
+				}
+				if i != 3 && i != 4 { // idle, iowait
+					busyUS += n * (1e6 / userHZ)
+				}
+			}
+			found = true
+		case len(f) > 0 && strings.HasPrefix(f[0], "cpu"):
+			cpus++
+		}
+	}
+	if !found || cpus == 0 {
+		return 0, 0, fmt.Errorf("/proc/stat: no cpu lines")
+	}
+	return busyUS, cpus, nil
+}
+
+// CPUFigures are what Counters read at two times say, per second between
+// them.
+type CPUFigures struct {
+	Seconds float64 `json:"seconds"`
+	CPUs    int     `json:"cpus,omitempty"`
+	// Used is CPUs' worth of time used (1 = one CPU all the time).
+	Used float64 `json:"cpus_used"`
+	// CPUWaitMS and IOWaitMS are milliseconds per second during which at
+	// least one task waited for a CPU, for I/O ("some" pressure).
+	CPUWaitMS float64 `json:"cpu_wait_ms_per_s"`
+	IOWaitMS  float64 `json:"io_wait_ms_per_s"`
+}
+
+type counterSpan struct {
+	first, last       Counters
+	firstAt, lastAt   time.Time
+	haveFirst, moreAt bool
+}
+
+func (c *counterSpan) add(at time.Time, v Counters) {
+	if !c.haveFirst {
+		c.first, c.firstAt, c.haveFirst = v, at, true
+		return
+	}
+	c.last, c.lastAt, c.moreAt = v, at, true
+}
+
+// figures is nil until two readings were taken.
+func (c *counterSpan) figures() *CPUFigures {
+	if c == nil || !c.moreAt {
+		return nil
+	}
+	s := c.lastAt.Sub(c.firstAt).Seconds()
+	if s <= 0 {
+		return nil
+	}
+	per := func(a, b int64) float64 { return float64(b-a) / s }
+	return &CPUFigures{Seconds: s, CPUs: c.last.CPUs,
+		Used:      per(c.first.UsedUS, c.last.UsedUS) / 1e6,
+		CPUWaitMS: per(c.first.CPUSomeUS, c.last.CPUSomeUS) / 1e3,
+		IOWaitMS:  per(c.first.IOSomeUS, c.last.IOSomeUS) / 1e3}
+}
+
+// Render is one line of f: "used 0.52 CPUs; waited for a CPU 120 ms/s,
+// for I/O 40 ms/s (some)".
+func (f *CPUFigures) Render() string {
+	of := ""
+	if f.CPUs > 0 {
+		of = fmt.Sprintf(" of %d", f.CPUs)
+	}
+	return fmt.Sprintf("used %.2f CPUs%s; some task waited for a CPU %.0f ms/s, for I/O %.0f ms/s (over %.0f s)",
+		f.Used, of, f.CPUWaitMS, f.IOWaitMS, f.Seconds)
+}
