@@ -34,6 +34,11 @@ type Sample struct {
 	// Stall is the PSI "some" I/O stall share (0-1) over the window, -1
 	// when not read.
 	Stall float64
+	// CPUWait is etcd's unit's PSI "some" CPU share (0-1) over the window,
+	// -1 when not read. It decides nothing and is logged beside the rate
+	// decisions: etcd over target while it waits for a CPU rather than
+	// for I/O is not the write rate's doing (cpu-pressure-300MiB-1).
+	CPUWait float64
 	// Written is what the disks wrote over the window (bytes/s, all
 	// writers): the rate controller does not raise a cap they did not
 	// keep up with.
@@ -194,6 +199,7 @@ type Decision struct {
 	ThawLevel time.Duration
 	N         uint64
 	Stall     float64
+	CPUWait   float64 // logged only (Sample.CPUWait)
 	FrozenFor time.Duration
 	RunShare  float64 // share of time the stager ran since the start
 	// Recheck asks for the next sample no later than this (zero: the
@@ -209,6 +215,9 @@ func (d Decision) LogAttrs() []any {
 		"frozen_for_ms", ms(d.FrozenFor), "run_share", round3(d.RunShare)}
 	if d.Stall >= 0 {
 		a = append(a, "io_stall_share", round3(d.Stall))
+	}
+	if d.CPUWait >= 0 {
+		a = append(a, "etcd_cpu_wait_share", round3(d.CPUWait))
 	}
 	return a
 }
@@ -349,7 +358,7 @@ func (c *Controller) Step(s Sample) Decision {
 	}
 	v := c.evaluate(s)
 	d := Decision{At: s.At, Signal: v.signal, P99: v.p99, Limit: v.limit, Median: v.median,
-		ThawLevel: v.thawLevel, N: v.n, Stall: s.Stall}
+		ThawLevel: v.thawLevel, N: v.n, Stall: s.Stall, CPUWait: s.CPUWait}
 	pastDeadline := c.cfg.Deadline > 0 && s.At.Sub(c.start) >= c.cfg.Deadline
 	spent := c.cfg.MaxTotalFrozen > 0 && c.Stats(s.At).Frozen >= c.cfg.MaxTotalFrozen
 	if c.frozen {
@@ -427,7 +436,7 @@ func (c *Controller) futileNow() bool {
 
 // Release is the decision when the guard stops: thaw if frozen.
 func (c *Controller) Release(now time.Time, why string) Decision {
-	d := Decision{At: now, Reason: "guard stopping: " + why, Stall: -1}
+	d := Decision{At: now, Reason: "guard stopping: " + why, Stall: -1, CPUWait: -1}
 	if c.frozen {
 		d.FrozenFor = now.Sub(c.frozenSince)
 		c.thaw(&d, d.Reason, true)

@@ -17,6 +17,7 @@ func wal(atMS int, p99, med float64, n uint64) Sample {
 		At:      t0.Add(time.Duration(atMS) * msec),
 		Latency: map[string]Stat{"wal_fsync": {P99: time.Duration(p99 * float64(msec)), Median: time.Duration(med * float64(msec)), N: n}},
 		Stall:   -1,
+		CPUWait: -1,
 	}
 }
 
@@ -324,12 +325,14 @@ func TestDecisionCarriesNumbers(t *testing.T) {
 	if !d.Recheck.Equal(t0.Add(1200 * msec)) {
 		t.Errorf("recheck %v, want at the end of the shortest freeze", d.Recheck)
 	}
-	d = c.Step(wal(3000, 45, 8, 7))
+	waiting := wal(3000, 45, 8, 7)
+	waiting.CPUWait = 0.25 // logged, deciding nothing
+	d = c.Step(waiting)
 	if d.Action != Thaw || !d.Forced || d.FrozenFor != 2*time.Second || math.Abs(d.RunShare-1.0/3) > 1e-9 {
 		t.Errorf("forced thaw %+v", d)
 	}
 	attrs := d.LogAttrs()
-	want := map[string]any{"action": "thaw", "p99_ms": 45.0, "limit_ms": 20.0, "frozen_for_ms": 2000.0, "forced": true}
+	want := map[string]any{"action": "thaw", "p99_ms": 45.0, "limit_ms": 20.0, "frozen_for_ms": 2000.0, "forced": true, "etcd_cpu_wait_share": 0.25}
 	for i := 0; i+1 < len(attrs); i += 2 {
 		if w, ok := want[attrs[i].(string)]; ok {
 			if attrs[i+1] != w {

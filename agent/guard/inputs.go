@@ -36,7 +36,9 @@ type Inputs struct {
 	// PressureFile is /proc/pressure/io or etcd's cgroup io.pressure; ""
 	// skips PSI.
 	PressureFile string
-	Clock        clockwork.Clock
+	// CPUPressureFile is etcd's cgroup cpu.pressure; "" skips it.
+	CPUPressureFile string
+	Clock           clockwork.Clock
 
 	lastScrape time.Time
 	lastHists  map[string]Histogram
@@ -46,6 +48,7 @@ type Inputs struct {
 	body      []byte
 	statFiles []*KernelFile
 	psiFile   *KernelFile
+	cpuFile   *KernelFile
 	// pread, when set, is the files' (tests inject the kernel's failures).
 	pread func(fd int, p []byte, off int64) (int, error)
 }
@@ -57,9 +60,11 @@ func (in *Inputs) Close() error {
 		errs = append(errs, f.Close())
 	}
 	in.statFiles = nil
-	if in.psiFile != nil {
-		errs = append(errs, in.psiFile.Close())
-		in.psiFile = nil
+	for _, f := range []**KernelFile{&in.psiFile, &in.cpuFile} {
+		if *f != nil {
+			errs = append(errs, (*f).Close())
+			*f = nil
+		}
 	}
 	if in.client != nil {
 		in.client.CloseIdleConnections()
@@ -126,28 +131,37 @@ func (in *Inputs) Read(ctx context.Context) (Reading, error) {
 			errs = append(errs, err)
 		}
 	}
-	if in.PressureFile != "" {
-		if in.psiFile == nil || in.psiFile.Path != in.PressureFile {
-			if in.psiFile != nil {
-				in.psiFile.Close()
-			}
-			in.psiFile = &KernelFile{Path: in.PressureFile, Pread: in.pread}
-		}
-		b, err := in.psiFile.Read()
-		if err == nil {
-			var p Pressure
-			if p, err = ParsePressure(string(b)); err == nil {
-				r.Pressure = &p
-			}
-			if err != nil {
-				err = fmt.Errorf("reading %s: %w", in.PressureFile, err)
-			}
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
+	var err error
+	if r.Pressure, err = in.pressure(&in.psiFile, in.PressureFile); err != nil {
+		errs = append(errs, err)
+	}
+	if r.CPUPressure, err = in.pressure(&in.cpuFile, in.CPUPressureFile); err != nil {
+		errs = append(errs, err)
 	}
 	return r, errors.Join(errs...)
+}
+
+// pressure reads the PSI file at path through the kept *f (nil, nil when
+// path is "").
+func (in *Inputs) pressure(f **KernelFile, path string) (*Pressure, error) {
+	if path == "" {
+		return nil, nil
+	}
+	if *f == nil || (*f).Path != path {
+		if *f != nil {
+			(*f).Close()
+		}
+		*f = &KernelFile{Path: path, Pread: in.pread}
+	}
+	b, err := (*f).Read()
+	if err != nil {
+		return nil, err
+	}
+	p, err := ParsePressure(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return &p, nil
 }
 
 // usedHists are the families the guard parses; every other is skipped.

@@ -150,9 +150,11 @@ func TestInputsAndWindow(t *testing.T) {
 	os.WriteFile(statFile, []byte("0 0 0 0 100 0 0 200 0 0 0\n"), 0o644)
 	psi := filepath.Join(sys, "io.pressure")
 	os.WriteFile(psi, []byte("some avg10=0 avg60=0 avg300=0 total=0\nfull avg10=0 avg60=0 avg300=0 total=0\n"), 0o644)
+	cpu := filepath.Join(sys, "cpu.pressure")
+	os.WriteFile(cpu, []byte("some avg10=0 avg60=0 avg300=0 total=1000000\nfull avg10=0 avg60=0 avg300=0 total=0\n"), 0o644)
 
 	clk := clockwork.NewFakeClockAt(t0)
-	in := &Inputs{MetricsURL: srv.URL, SysRoot: sys, Disks: []string{"vdb"}, PressureFile: psi, Clock: clk, pread: kernfstest.Pread}
+	in := &Inputs{MetricsURL: srv.URL, SysRoot: sys, Disks: []string{"vdb"}, PressureFile: psi, CPUPressureFile: cpu, Clock: clk, pread: kernfstest.Pread}
 	w := Window{Span: time.Second}
 	r, err := in.Read(context.Background())
 	if err != nil {
@@ -162,10 +164,12 @@ func TestInputsAndWindow(t *testing.T) {
 		t.Error("a sample from one reading")
 	}
 	// One second later: 10 more WAL fsyncs, 8 fast and 2 in 64-128ms; 50
-	// disk writes that took 20ms each; I/O stalled 250ms.
+	// disk writes that took 20ms each; I/O stalled 250ms; etcd waited for
+	// a CPU 400ms.
 	counts = []uint64{108, 0, 0, 0, 0, 0, 0, 2}
 	os.WriteFile(statFile, []byte("0 0 0 0 150 0 0 1200 0 0 0\n"), 0o644)
 	os.WriteFile(psi, []byte("some avg10=0 avg60=0 avg300=0 total=250000\n"), 0o644)
+	os.WriteFile(cpu, []byte("some avg10=0 avg60=0 avg300=0 total=1400000\nfull avg10=0 avg60=0 avg300=0 total=0\n"), 0o644)
 	clk.Advance(time.Second)
 	r, err = in.Read(context.Background())
 	if err != nil {
@@ -185,8 +189,8 @@ func TestInputsAndWindow(t *testing.T) {
 	if d := s.Kernel["disk_await/vdb"]; d != (Stat{P99: 20 * time.Millisecond, Median: 20 * time.Millisecond, N: 50}) {
 		t.Errorf("disk %+v", d)
 	}
-	if s.Stall != 0.25 {
-		t.Errorf("stall %g", s.Stall)
+	if s.Stall != 0.25 || s.CPUWait != 0.4 {
+		t.Errorf("stall %g, CPU wait %g, want 0.25 and 0.4", s.Stall, s.CPUWait)
 	}
 	b := BaselineFrom(s, 10)
 	if _, ok := b["wal_fsync"]; !ok || len(b) != 2 {
@@ -196,9 +200,13 @@ func TestInputsAndWindow(t *testing.T) {
 	// Failing inputs: partial reading and an error naming each.
 	srv.Close()
 	os.Remove(psi)
+	os.WriteFile(cpu, []byte("some nonsense\n"), 0o644)
 	r, err = in.Read(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "etcd metrics") || !strings.Contains(err.Error(), "io.pressure") {
+	if err == nil || !strings.Contains(err.Error(), "etcd metrics") || !strings.Contains(err.Error(), "io.pressure") || !strings.Contains(err.Error(), "cpu.pressure") {
 		t.Errorf("err %v", err)
+	}
+	if r.Pressure != nil || r.CPUPressure != nil {
+		t.Errorf("pressure read from a failing file: %+v %+v", r.Pressure, r.CPUPressure)
 	}
 	if _, ok := r.Disks["vdb"]; !ok {
 		t.Error("disk stat lost with the other inputs")

@@ -128,6 +128,11 @@ func (g *Guard) Learn(ctx context.Context) (Baseline, error) {
 			g.o.Log.Warn("latency guard: reading inputs", "err", err)
 		}
 		learned := Delta(r0, r1)
+		if learned.CPUWait >= 0 {
+			// Logged only: what etcd waited for a CPU before staging, to
+			// read the rate decisions' etcd_cpu_wait_share against.
+			g.o.Log.Info("latency guard baseline", "signal", "etcd_cpu_wait", "share", round3(learned.CPUWait), "source", "learned now, before any change")
+		}
 		base = BaselineFrom(learned, g.o.MinObservations)
 		b, err := g.Adopt(base, learned.Stall, "learned now, before any change")
 		if len(b) == 0 && g.o.Config.StallFreeze == 0 {

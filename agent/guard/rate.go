@@ -165,6 +165,7 @@ type RateDecision struct {
 	Value      time.Duration
 	TargetP99  time.Duration
 	Stall      float64
+	CPUWait    float64 // etcd's CPU pressure share, logged only (Sample.CPUWait)
 	QueueDepth float64
 	Congested  bool
 	// Quiet: every counted signal kept within the promise's share
@@ -207,6 +208,9 @@ func (d RateDecision) LogAttrs() []any {
 	if d.Stall >= 0 {
 		a = append(a, "io_stall_share", round3(d.Stall))
 	}
+	if d.CPUWait >= 0 {
+		a = append(a, "etcd_cpu_wait_share", round3(d.CPUWait))
+	}
 	return a
 }
 
@@ -218,7 +222,7 @@ func (d RateDecision) LogAttrs() []any {
 // counts the stager's own requests, so pacing on it paces staging against
 // itself. known is false when nothing in the sample can tell.
 func (c RateConfig) congestion(base Baseline, in RateInput) (d RateDecision, known bool) {
-	d.Stall, d.QueueDepth = in.Sample.Stall, in.Sample.QueueDepth
+	d.Stall, d.CPUWait, d.QueueDepth = in.Sample.Stall, in.Sample.CPUWait, in.Sample.QueueDepth
 	worst := 0.0
 	d.Quiet = true
 	counted := false

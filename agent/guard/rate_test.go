@@ -222,3 +222,41 @@ func TestStepRateDefaultFloorIsTheStart(t *testing.T) {
 		}
 	}
 }
+
+// etcd's CPU wait is logged beside a rate decision and decides nothing: a
+// window over target cuts the same with etcd waiting for a CPU or not.
+func TestRateDecisionLogsEtcdCPUWait(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	steady := RateState{Started: true, Rate: 10_000_000, LastRaise: t0, LastCut: t0.Add(-time.Minute), CutFrom: 10_000_000}
+	base := Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 5 * time.Millisecond, N: 100}}
+	attr := func(d RateDecision) (any, bool) {
+		a := d.LogAttrs()
+		for i := 0; i+1 < len(a); i += 2 {
+			if a[i] == "etcd_cpu_wait_share" {
+				return a[i+1], true
+			}
+		}
+		return nil, false
+	}
+	for _, over := range []bool{false, true} {
+		p99 := 5 * time.Millisecond
+		if over {
+			p99 = 50 * time.Millisecond
+		}
+		sample := func(cpuWait float64) Sample {
+			return Sample{At: t0.Add(time.Second), Latency: map[string]Stat{SignalWALFsync: {P99: p99, Median: p99 / 2, N: 20}}, Stall: -1, CPUWait: cpuWait}
+		}
+		waiting, notRead := sample(0.4816), sample(-1)
+		stW, dW := StepRate(RateConfig{}, base, steady, RateInput{Sample: waiting})
+		stN, dN := StepRate(RateConfig{}, base, steady, RateInput{Sample: notRead})
+		if stW.Rate != stN.Rate || dW.Reason != dN.Reason {
+			t.Errorf("over target %v: with the CPU wait %d %q, without %d %q", over, stW.Rate, dW.Reason, stN.Rate, dN.Reason)
+		}
+		if v, ok := attr(dW); !ok || v != 0.482 {
+			t.Errorf("over target %v: etcd_cpu_wait_share = %v (%v), want 0.482", over, v, ok)
+		}
+		if v, ok := attr(dN); ok {
+			t.Errorf("over target %v: etcd_cpu_wait_share = %v logged when not read", over, v)
+		}
+	}
+}

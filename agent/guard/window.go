@@ -12,6 +12,8 @@ type Reading struct {
 	Hists    map[string]Histogram // by metric name
 	Disks    map[string]DiskStat  // by kernel disk name
 	Pressure *Pressure
+	// CPUPressure is etcd's unit's cpu.pressure (nil: not read).
+	CPUPressure *Pressure
 	// MetricsTimeout: etcd did not answer its metrics in time.
 	MetricsTimeout bool
 }
@@ -41,7 +43,7 @@ func diskSignal(disk string) string { return "disk_await/" + disk }
 
 // Delta turns two readings into a sample of what happened between them.
 func Delta(old, cur Reading) Sample {
-	s := Sample{At: cur.At, Latency: map[string]Stat{}, Kernel: map[string]Stat{}, Hists: map[string]Histogram{}, Stall: -1, MetricsTimeout: cur.MetricsTimeout}
+	s := Sample{At: cur.At, Latency: map[string]Stat{}, Kernel: map[string]Stat{}, Hists: map[string]Histogram{}, Stall: -1, CPUWait: -1, MetricsTimeout: cur.MetricsTimeout}
 	for name, h := range cur.Hists {
 		prev, ok := old.Hists[name]
 		if !ok {
@@ -78,6 +80,9 @@ func Delta(old, cur Reading) Sample {
 	}
 	if cur.Pressure != nil && old.Pressure != nil {
 		s.Stall = cur.Pressure.StallShare(*old.Pressure, cur.At.Sub(old.At))
+	}
+	if cur.CPUPressure != nil && old.CPUPressure != nil {
+		s.CPUWait = cur.CPUPressure.StallShare(*old.CPUPressure, cur.At.Sub(old.At))
 	}
 	return s
 }

@@ -428,18 +428,19 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop bool
 	}
 	src := s.o.Guard.Source
 	if src == nil {
-		psi := s.o.Guard.PressureFile
+		psi, cpuPSI := s.o.Guard.PressureFile, ""
 		if psi == "" && s.o.Guard.PressureUnit != "" {
 			st, err := s.d.Systemd.Status(ctx, s.o.Guard.PressureUnit)
 			if err != nil || st.ControlGroup == "" {
 				s.log.Warn("not watching I/O pressure: no cgroup for the unit", "systemd_unit", s.o.Guard.PressureUnit, "err", err)
 			} else {
 				psi = filepath.Join(cgroupDir(s.o.SysRoot, st.ControlGroup), "io.pressure")
+				cpuPSI = filepath.Join(cgroupDir(s.o.SysRoot, st.ControlGroup), "cpu.pressure")
 				gopts.Config.StallOwn = true
 			}
 		}
 		in := &guard.Inputs{MetricsURL: s.o.Guard.MetricsURL, MetricsEvery: s.o.Guard.metricsEvery(), SysRoot: s.o.SysRoot, Disks: disks,
-			PressureFile: psi, Clock: gopts.Clock}
+			PressureFile: psi, CPUPressureFile: cpuPSI, Clock: gopts.Clock}
 		src, closeInputs = in, func() { _ = in.Close() }
 	}
 	if rateLoop && len(disks) > 0 {

@@ -357,6 +357,12 @@ func TestGuardPacesStagingUnderLoad(t *testing.T) {
 	if n["freeze"]+n["rate_cut"] == 0 || n["freeze"] > 0 && n["thaw"] == 0 || n["stopped"] != 1 {
 		t.Errorf("guard decisions %v: want rate cuts or freezes (each thawed) and one stop", n)
 	}
+	// The unit's CPU pressure is read beside its I/O pressure: learned
+	// before the window and logged with each rate decision.
+	journal := g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager -o cat")
+	if !strings.Contains(journal, "signal=etcd_cpu_wait share=") || !strings.Contains(journal, "etcd_cpu_wait_share=") {
+		t.Errorf("etcd's unit's CPU wait neither learned nor logged with the rate decisions:\n%s", journal)
+	}
 	// The rate was set on the staging unit's cgroup directly: systemd's
 	// runtime control files would outlive the transient unit.
 	if out, _, code, _ := g.Run(ctx, "ls /run/systemd/system.control/"+stagingUnit+".d"); code == 0 {
