@@ -434,8 +434,8 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop bool
 			if err != nil || st.ControlGroup == "" {
 				s.log.Warn("not watching I/O pressure: no cgroup for the unit", "systemd_unit", s.o.Guard.PressureUnit, "err", err)
 			} else {
-				psi = filepath.Join(cgroupDir(s.o.SysRoot, st.ControlGroup), "io.pressure")
-				cpuPSI = filepath.Join(cgroupDir(s.o.SysRoot, st.ControlGroup), "cpu.pressure")
+				dir := cgroupDir(s.o.SysRoot, st.ControlGroup)
+				psi, cpuPSI = filepath.Join(dir, "io.pressure"), filepath.Join(dir, "cpu.pressure")
 				gopts.Config.StallOwn = true
 			}
 		}

@@ -1,12 +1,13 @@
 package kstacks
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/update-agent/update-agent/agent/guard"
 )
 
 // Counters are cumulative CPU and pressure figures, in microseconds: a
@@ -20,25 +21,11 @@ type Counters struct {
 	CPUs                        int // the guest's; 0 for a cgroup
 }
 
-// ParsePressureSome is the "some" line's total= of a pressure file
-// ("some avg10=0.00 avg60=0.00 avg300=0.00 total=1234").
-func ParsePressureSome(b []byte) (int64, error) {
-	for line := range bytes.Lines(b) {
-		f := strings.Fields(string(line))
-		if len(f) == 0 || f[0] != "some" {
-			continue
-		}
-		for _, kv := range f[1:] {
-			if v, ok := strings.CutPrefix(kv, "total="); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil || n < 0 {
-					break
-				}
-				return n, nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("pressure %q: no some total=", b)
+// pressureSome is the "some" total of a pressure file in microseconds,
+// read by the agent's own parser (guard.ParsePressure).
+func pressureSome(b []byte) (int64, error) {
+	p, err := guard.ParsePressure(string(b))
+	return p.SomeTotal.Microseconds(), err
 }
 
 // ParseCPUStatUsage is a cgroup cpu.stat's usage_usec.
@@ -60,19 +47,18 @@ const userHZ = 100
 // system, irq, softirq and steal of the "cpu" line: all but idle and
 // iowait) and its number of CPUs (the "cpuN" lines).
 func ParseProcStat(b []byte) (busyUS int64, cpus int, err error) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
 	found := false
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+	for line := range bytes.Lines(b) {
+		f := strings.Fields(string(line))
 		switch {
 		case len(f) > 0 && f[0] == "cpu":
 			if len(f) < 9 {
-				return 0, 0, fmt.Errorf("/proc/stat cpu line %q: too short", sc.Text())
+				return 0, 0, fmt.Errorf("/proc/stat cpu line %q: too short", line)
 			}
 			for i, v := range f[1:9] {
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil || n < 0 {
-					return 0, 0, fmt.Errorf("/proc/stat cpu line %q: field %d", sc.Text(), i+1)
+					return 0, 0, fmt.Errorf("/proc/stat cpu line %q: field %d", line, i+1)
 				}
 				if i != 3 && i != 4 { // idle, iowait
 					busyUS += n * (1e6 / userHZ)
@@ -118,7 +104,7 @@ func (c *counterSpan) add(at time.Time, v Counters) {
 
 // figures is nil until two readings were taken.
 func (c *counterSpan) figures() *CPUFigures {
-	if c == nil || !c.moreAt {
+	if !c.moreAt {
 		return nil
 	}
 	s := c.lastAt.Sub(c.firstAt).Seconds()

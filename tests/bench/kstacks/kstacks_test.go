@@ -228,7 +228,8 @@ func TestDecode(t *testing.T) {
 	}
 }
 
-func TestParsePressureSome(t *testing.T) {
+// The agent's PSI parser, as the sampler uses it.
+func TestPressureSome(t *testing.T) {
 	for in, want := range map[string]int64{
 		"some avg10=0.00 avg60=0.00 avg300=0.00 total=123\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=7\n": 123,
 		"full avg10=0.00 total=7\nsome avg10=2.50 avg60=1.00 avg300=0.10 total=9000000000\n":                 9000000000,
@@ -239,7 +240,7 @@ func TestParsePressureSome(t *testing.T) {
 		"some avg10=0.00 total=-5\n":               -1,
 		"some avg10=0.00 total=x\nfull total=1\n":  -1,
 	} {
-		got, err := ParsePressureSome([]byte(in))
+		got, err := pressureSome([]byte(in))
 		if want < 0 {
 			if err == nil {
 				t.Errorf("%q: %d, want an error", in, got)

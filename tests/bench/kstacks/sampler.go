@@ -131,8 +131,8 @@ func (s *Sampler) ReadCounters() {
 		var c Counters
 		dir := path.Join("sys/fs/cgroup", t.Cgroup)
 		if read(dir+"/cpu.stat", ParseCPUStatUsage, &c.UsedUS) &&
-			read(dir+"/cpu.pressure", ParsePressureSome, &c.CPUSomeUS) &&
-			read(dir+"/io.pressure", ParsePressureSome, &c.IOSomeUS) {
+			read(dir+"/cpu.pressure", pressureSome, &c.CPUSomeUS) &&
+			read(dir+"/io.pressure", pressureSome, &c.IOSomeUS) {
 			s.agg.Counters(t.Name, at, c)
 		}
 	}
@@ -143,8 +143,8 @@ func (s *Sampler) ReadCounters() {
 		return busy, err
 	}
 	if read("proc/stat", procStat, &g.UsedUS) &&
-		read("proc/pressure/cpu", ParsePressureSome, &g.CPUSomeUS) &&
-		read("proc/pressure/io", ParsePressureSome, &g.IOSomeUS) {
+		read("proc/pressure/cpu", pressureSome, &g.CPUSomeUS) &&
+		read("proc/pressure/io", pressureSome, &g.IOSomeUS) {
 		s.agg.Counters(GuestName, at, g)
 	}
 }
