@@ -46,7 +46,7 @@ func (l *Lock) acquireSlot(ctx context.Context, target string, onPosition func(P
 	if err != nil {
 		return Position{}, fmt.Errorf("acquiring reboot slot: %w", err)
 	}
-	rec := Record{Node: l.o.Node, BootID: l.o.BootID, Target: target, Member: l.o.Member, MachineID: l.o.MachineID,
+	rec := Record{Node: l.o.Node, BootID: l.o.BootID, Target: target, Member: l.memberName(), MachineID: l.o.MachineID,
 		QueuedAt: l.o.Now().UTC()}
 	// A Put on an existing key keeps its CreateRevision: re-entering never
 	// loses the place. A key of this name that another machine wrote is
@@ -263,10 +263,11 @@ func (l *Lock) fence() ([]clientv3.Cmp, error) {
 	if err != nil {
 		return nil, err
 	}
-	if l.members != nil {
-		mc, err := l.members.slotFence(s.Lease())
+	if members := l.memberSlot(); members != nil {
+		mc, err := members.slotFence(s.Lease())
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: it runs etcd member %q but does not hold the cluster-wide member slot",
+				err, l.memberName())
 		}
 		cmps = append(cmps, mc...)
 	}
@@ -300,9 +301,15 @@ const fenceTimeout = 10 * time.Second
 // anything under half the TTL is refused), and a linearizable transaction
 // finds the holder key with this node's lease and create revision. A node
 // cut off from etcd gets an error; one whose lease expired, or whose slot an
-// operator released, gets ErrLeaseExpired or ErrNotHolder. Only nil means
-// go.
+// operator released, gets ErrLeaseExpired or ErrNotHolder; so does one that
+// runs an etcd member (looked up again here) without holding the member
+// slot. Only nil means go.
 func (l *Lock) Fence(ctx context.Context) error {
+	// A node that became an etcd member since it acquired holds no member
+	// slot: the fence fails, and acquiring again takes it.
+	if _, _, err := l.refreshMember(ctx); err != nil {
+		return fmt.Errorf("fencing the reboot slot: %w", err)
+	}
 	cmps, err := l.fence()
 	if err != nil {
 		return err
@@ -365,8 +372,9 @@ func (l *Lock) Release(ctx context.Context) error {
 	// delete this machine's keys, never those of another machine of the
 	// same name.
 	keys := []string{l.holderKey(), l.pendingKey()}
-	if l.members != nil {
-		keys = append(keys, l.members.holderKey())
+	members := l.memberSlot()
+	if members != nil {
+		keys = append(keys, members.holderKey())
 	}
 	if err := l.deleteOwn(ctx, keys...); err != nil {
 		return fmt.Errorf("releasing reboot slot: %w", err)
@@ -374,7 +382,8 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Lock()
 	l.sess, l.heldRev, l.heldBoot = nil, 0, ""
 	l.mu.Unlock()
-	l.members.forget()
+	members.forget()
+	l.dropMemberSlot()
 	if s != nil {
 		if err := s.Close(); err != nil {
 			// The lease then expires after the TTL; our keys are gone.

@@ -25,7 +25,8 @@
 // second machine gets a NameConflictError naming both IDs (a record without
 // a machine ID, from an older agent, is ours only on our own lease).
 //
-// A node running an etcd member (Options.Member) also queues under
+// A node running an etcd member (Options.Member, looked up again at every
+// acquisition, adoption and fence with Options.LocalMember) also queues under
 //
 //	<prefix>/_members/holders/<node> the member slot: one slot for the whole
 //	                                 cluster, whatever the groups and their

@@ -27,6 +27,12 @@ type Options struct {
 	Node   string // this node's name
 	BootID string // /proc/sys/kernel/random/boot_id, recorded for operators
 	Member string // this node's etcd member name, "" if it runs none
+	// LocalMember, when set, looks this node's etcd member up ("" for
+	// none) at every acquisition, adoption, announcement and fence: a node
+	// may become a member (or stop being one) while the agent runs, and
+	// the member slot must follow (see members.go). Member is then only
+	// the starting point. An error holds the step.
+	LocalMember func(ctx context.Context) (string, error)
 	// MachineID tells this host from another one configured with the same
 	// Node name; "" reads MachineIDPath.
 	MachineID string
@@ -114,6 +120,7 @@ type Lock struct {
 	// members is the cluster-wide member semaphore (MembersGroup, one
 	// slot) an etcd member's node also holds; nil on a node without one.
 	// It shares this lock's node lease: parent is set on it instead.
+	// Guarded by mu: set again at each lookup of the local member.
 	members *Lock
 	parent  *Lock
 }
@@ -141,12 +148,15 @@ func New(cli *clientv3.Client, o Options) (*Lock, error) {
 	}
 	o.Prefix = strings.TrimRight(o.Prefix, "/")
 	l := &Lock{cli: cli, o: o, log: o.Log.With("lock_group", o.Group, "node", o.Node)}
-	if o.Member != "" {
-		mo := o
-		mo.Group, mo.Slots, mo.MinInterval = MembersGroup, 1, 0
-		l.members = &Lock{cli: cli, o: mo, log: o.Log.With("lock_group", MembersGroup, "node", o.Node), parent: l}
-	}
+	l.setMember(o.Member)
 	return l, nil
+}
+
+// newMembers is the member slot's handle for a node running member name.
+func (l *Lock) newMembers(name string) *Lock {
+	mo := l.o
+	mo.Group, mo.Slots, mo.MinInterval, mo.Member, mo.LocalMember = MembersGroup, 1, 0, name, nil
+	return &Lock{cli: l.cli, o: mo, log: l.o.Log.With("lock_group", MembersGroup, "node", l.o.Node), parent: l}
 }
 
 // Keys of a group, see doc.go.
@@ -175,7 +185,7 @@ func (l *Lock) session(ctx context.Context) (*concurrency.Session, error) {
 			l.log.Error("NODE LEASE LOST: keepalive ended; reboot slot and announcement are gone",
 				"lease_id", fmt.Sprintf("%x", int64(l.sess.Lease())))
 			l.sess, l.heldRev, l.heldBoot = nil, 0, ""
-			l.members.forget()
+			l.members.forget() // under l.mu: l.members is stable
 		default:
 			return l.sess, nil
 		}
@@ -278,11 +288,15 @@ func (l *Lock) Close() {
 
 // Announce records that this node has target staged and will want a slot.
 func (l *Lock) Announce(ctx context.Context, target string) error {
+	member, _, err := l.refreshMember(ctx)
+	if err != nil {
+		return fmt.Errorf("announcing pending update %s: %w", target, err)
+	}
 	s, err := l.session(ctx)
 	if err != nil {
 		return fmt.Errorf("announcing pending update %s: %w", target, err)
 	}
-	a := Announcement{Node: l.o.Node, Member: l.o.Member, MachineID: l.o.MachineID, Target: target, AnnouncedAt: l.o.Now().UTC()}
+	a := Announcement{Node: l.o.Node, Member: member, MachineID: l.o.MachineID, Target: target, AnnouncedAt: l.o.Now().UTC()}
 	if _, err := l.putOwn(ctx, l.pendingKey(), s.Lease(), func(*mvccpb.KeyValue) any { return a }); err != nil {
 		return fmt.Errorf("announcing pending update %s: %w", target, err)
 	}

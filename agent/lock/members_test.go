@@ -96,3 +96,129 @@ func retry(ctx context.Context, f func() error) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestPromotedWorkerTakesMemberSlot: a node whose lock was built while it
+// was a worker becomes an etcd member's host (its lookup now names the
+// member) while the agent runs. Its fence fails while it holds only its
+// group's slot, and the two groups then race: the promoted node waits for
+// the member slot while the other member's node holds it, so the two
+// members never go down together. Once it stops being a member it keeps the
+// member slot until it releases, then takes none.
+func TestPromotedWorkerTakesMemberSlot(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
+	ctx := ctxT(t, 60*time.Second)
+	var n1Member atomic.Value
+	n1Member.Store("")
+	mk := func(i int, o lock.Options) *lock.Lock {
+		o.Prefix, o.Group, o.Slots, o.TTL = "/ua", fmt.Sprintf("g%d", i), 2, 30*time.Second
+		o.Node, o.MachineID, o.StateDir = fmt.Sprintf("n%d", i), fmt.Sprintf("m%d", i), t.TempDir()
+		l, err := lock.New(c.Client(t, nil), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	n0 := mk(0, lock.Options{Member: c.Members[0].Name})
+	n1 := mk(1, lock.Options{LocalMember: func(context.Context) (string, error) { return n1Member.Load().(string), nil }})
+	members := func() (holders, waiters []string) {
+		st, err := lock.Status(ctx, c.Client(t, nil), "/ua", 2, lock.MembersGroup, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range st {
+			for _, e := range g.Holders {
+				holders = append(holders, e.Node)
+			}
+			for _, e := range g.Waiters {
+				waiters = append(waiters, e.Node)
+			}
+		}
+		return holders, waiters
+	}
+
+	// A worker: its group's slot only.
+	if _, err := n1.Acquire(ctx, "c1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.Fence(ctx); err != nil {
+		t.Fatalf("worker's fence: %v", err)
+	}
+	// Promoted while holding: the fence must not let it reboot.
+	n1Member.Store(c.Members[1].Name)
+	if err := n1.Fence(ctx); !errors.Is(err, lock.ErrNotHolder) {
+		t.Fatalf("fence of a node promoted to member without the member slot = %v; want ErrNotHolder", err)
+	}
+	if _, pos, found, err := n1.Adopt(ctx); err != nil || !found || pos.Holder {
+		t.Fatalf("Adopt of a promoted node without the member slot = found %v holder %v, %v; want found, waiting", found, pos.Holder, err)
+	}
+
+	// The other group's member goes first; the promoted node must wait
+	// for the member slot while n0 is "down".
+	if _, err := n0.Acquire(ctx, "c1", nil); err != nil {
+		t.Fatal(err)
+	}
+	acquired := make(chan error, 1)
+	go func() { _, err := n1.Acquire(ctx, "c1", nil); acquired <- err }()
+	for {
+		select {
+		case err := <-acquired:
+			t.Fatalf("the promoted node got through while the other member's node held the member slot (two members down): %v", err)
+		default:
+		}
+		if _, w := members(); fmt.Sprint(w) == "[n1]" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the promoted node never queued for the member slot")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := n0.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-acquired; err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.Fence(ctx); err != nil {
+		t.Fatalf("fence with both slots: %v", err)
+	}
+	if h, _ := members(); fmt.Sprint(h) != "[n1]" {
+		t.Fatalf("member slot holders %v; want [n1]", h)
+	}
+
+	// No longer a member: it keeps the member slot until it releases,
+	// then takes none.
+	n1Member.Store("")
+	if err := n1.Fence(ctx); err != nil {
+		t.Fatalf("fence after leaving the cluster, slots held: %v", err)
+	}
+	if err := n1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n1.Acquire(ctx, "c2", nil); err != nil {
+		t.Fatal(err)
+	}
+	if h, w := members(); len(h)+len(w) != 0 {
+		t.Errorf("a worker again queued for the member slot: holders %v waiters %v", h, w)
+	}
+	if err := n1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTakesMemberSlot(t *testing.T) {
+	for _, tc := range []struct {
+		member string
+		queued bool
+		want   bool
+	}{
+		{"", false, false},   // a worker
+		{"cp1", false, true}, // a member, or a worker promoted since the last lookup
+		{"cp1", true, true},  // a member that queued
+		{"", true, true},     // left the cluster after queueing: kept until release
+	} {
+		if got := lock.TakesMemberSlot(tc.member, tc.queued); got != tc.want {
+			t.Errorf("TakesMemberSlot(%q, %v) = %v, want %v", tc.member, tc.queued, got, tc.want)
+		}
+	}
+}

@@ -175,14 +175,6 @@ func (a *agent) wireEtcd() error {
 			}
 		},
 		Make: func(ctx context.Context) (*lock.Lock, error) {
-			m, found, err := member.Local(ctx)
-			if err != nil {
-				return nil, err // says it was finding the local member
-			}
-			name := ""
-			if found {
-				name = m.Name
-			}
 			boot, err := readBootID(a.root)
 			if err != nil {
 				return nil, err
@@ -194,7 +186,7 @@ func (a *agent) wireEtcd() error {
 			}
 			return lock.New(cli, lock.Options{
 				Prefix: c.Lock.KeyPrefix, Group: c.Lock.Group, Slots: c.Lock.Slots,
-				TTL: c.Lock.RebootLeaseTTL.D(), Node: a.node, BootID: boot, Member: name,
+				TTL: c.Lock.RebootLeaseTTL.D(), Node: a.node, BootID: boot, LocalMember: localMemberName(member),
 				MachineIDPath: midPath, StateDir: a.stateDir, MinInterval: c.Lock.MinInterval.D(), Log: a.log,
 			})
 		},
@@ -206,6 +198,19 @@ func (a *agent) wireEtcd() error {
 		Lock: a.lock,
 	}
 	return nil
+}
+
+// localMemberName looks the local member up live for the lock: at every
+// acquisition, adoption and fence (a worker may be promoted while the
+// agent runs).
+func localMemberName(member *etcdmember.Cluster) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		m, found, err := member.Local(ctx)
+		if err != nil || !found {
+			return "", err // the error says it was finding the local member
+		}
+		return m.Name, nil
+	}
 }
 
 // memberOptions is how the daemon and doctor find the local member.
