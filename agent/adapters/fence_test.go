@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,36 +55,61 @@ func (h *fakeHost) Stage(context.Context, state.Target) error {
 }
 func (h *fakeHost) Recover(context.Context) error { return nil }
 
-// partition is the etcd member check at the engine's unit boundary; the
-// last check before finalizing is where the test cuts the node off.
+// partition is the etcd member check at the engine's unit boundary: the
+// first check once armed says is where the test cuts the node off.
 type partition struct {
 	engine.NoCluster
-	hooksRan *bool
-	cut      func()
-	mu       sync.Mutex
-	done     bool
+	armed func() bool
+	cut   func()
+	mu    sync.Mutex
+	done  bool
 }
 
 func (p *partition) SafeToReboot(ctx context.Context) (bool, string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if *p.hooksRan && !p.done {
+	if p.armed() && !p.done {
 		p.done = true
 		p.cut()
 	}
 	return true, "", nil
 }
 
-type flagHooks struct{ ran *bool }
+// flagHooks are the pre-reboot hooks; they record that they ran.
+type flagHooks struct{ ran *atomic.Bool }
 
-func (f flagHooks) Run(context.Context) error { *f.ran = true; return nil }
+func (f flagHooks) Run(context.Context) error { f.ran.Store(true); return nil }
+
+// noticeHost is the host port; it records that the people on the host
+// were told, the step right before the last checks.
+type noticeHost struct {
+	engine.NoHost
+	told *atomic.Bool
+}
+
+func (h noticeHost) Announce(context.Context, string) error { h.told.Store(true); return nil }
 
 // TestCutOffHolderNeverFinalizes: the engine, with the real lock adapter
-// over a real etcd, holds the slot and passes its last checks; right then
-// its link to etcd drops for longer than the reboot budget, its lease
-// expires and another node takes the slot. When the link comes back the
-// node must not finalize: the fence finds the slot lost.
+// over a real etcd, holds the slot and passes its checks after the hooks;
+// right then its link to etcd drops for longer than the reboot budget, its
+// lease expires and another node takes the slot. When the link comes back
+// the node must not finalize: the next precheck's Adopt finds the slot
+// lost.
 func TestCutOffHolderNeverFinalizes(t *testing.T) {
+	cutOffHolder(t, func(hooksRan, _ *atomic.Bool) bool { return hooksRan.Load() })
+}
+
+// TestCutInLastPrecheckOnlyFenceStops: the same cut, inside the last
+// precheck before the fence (after its Adopt, once the people on the host
+// were told): nothing but the fence stands between the lost slot and
+// finalize-deployment, so this fails with a Fence that proves nothing.
+func TestCutInLastPrecheckOnlyFenceStops(t *testing.T) {
+	cutOffHolder(t, func(_, told *atomic.Bool) bool { return told.Load() })
+}
+
+// cutOffHolder runs one node's engine until its link to etcd is cut at the
+// first SafeToReboot after armed says so, and checks it never finalizes.
+func cutOffHolder(t *testing.T, armed func(hooksRan, told *atomic.Bool) bool) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
 	link := c.NewLink(t, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -98,8 +124,8 @@ func TestCutOffHolderNeverFinalizes(t *testing.T) {
 	}
 	other := mk("b", "mb", 30*time.Second)
 	otherHeld := make(chan error, 1)
-	var ran bool
-	cl := &partition{hooksRan: &ran, cut: func() {
+	var ran, told atomic.Bool
+	cl := &partition{armed: func() bool { return armed(&ran, &told) }, cut: func() {
 		link.Drop()
 		_, err := other.Acquire(ctx, "new", nil)
 		otherHeld <- err
@@ -108,7 +134,7 @@ func TestCutOffHolderNeverFinalizes(t *testing.T) {
 	h := &fakeHost{}
 	a := mk("a", "ma", time.Second, link.URL())
 	lk := &Lock{Node: "a", Make: func(context.Context) (*lock.Lock, error) { return a, nil }}
-	eng := engine.New(engine.Options{OS: h, Stager: h, Lock: lk, Cluster: cl, Hooks: flagHooks{&ran},
+	eng := engine.New(engine.Options{OS: h, Stager: h, Lock: lk, Cluster: cl, Hooks: flagHooks{&ran}, Host: noticeHost{told: &told},
 		Store: state.Store{Dir: t.TempDir()}, BootID: func() (string, error) { return "b1", nil },
 		Policy: engine.Policy{CheckInterval: time.Hour, RequireSafe: true, MaxFailures: 3,
 			Retry: engine.Backoff{Base: time.Second, Max: time.Second}, RecheckInterval: 100 * time.Millisecond},
