@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"sync"
@@ -31,6 +32,9 @@ type Options struct {
 	// name (nil: os.Hostname). Tests inject them.
 	Addrs    func() ([]HostAddr, error)
 	Hostname func() (string, error)
+	// LookupHost resolves a host name of the members' URLs (nil:
+	// net.DefaultResolver, i.e. /etc/hosts and DNS as the host resolves).
+	LookupHost func(ctx context.Context, name string) ([]netip.Addr, error)
 	// ProcRoot is where LocalUnit's listeners are read ("/proc").
 	ProcRoot string
 	// MaxLag is how many raft entries a member may trail and still count as
@@ -76,6 +80,11 @@ func New(cli *clientv3.Client, o Options) *Cluster {
 	}
 	if o.Hostname == nil {
 		o.Hostname = os.Hostname
+	}
+	if o.LookupHost == nil {
+		o.LookupHost = func(ctx context.Context, name string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", name)
+		}
 	}
 	if o.ProcRoot == "" {
 		o.ProcRoot = "/proc"
@@ -144,7 +153,7 @@ func (c *Cluster) LocalMatch(ctx context.Context) (Match, error) {
 		}
 		return Match{}, fmt.Errorf("local etcd member %q is not in the member list", c.o.LocalName)
 	}
-	h, err := c.host(ctx)
+	h, err := c.host(ctx, members)
 	if err != nil {
 		return Match{}, err
 	}
@@ -163,8 +172,9 @@ func (c *Cluster) LocalMatch(ctx context.Context) (Match, error) {
 }
 
 // host gathers what MatchLocal needs: own addresses, host name, the local
-// unit's listeners, and which member serves each local endpoint.
-func (c *Cluster) host(ctx context.Context) (Host, error) {
+// unit's listeners, which member serves each local endpoint, and what the
+// host names of the members' URLs resolve to.
+func (c *Cluster) host(ctx context.Context, members []Member) (Host, error) {
 	addrs, err := c.o.Addrs()
 	if err != nil {
 		return Host{}, fmt.Errorf("finding the local etcd member: %w", err)
@@ -188,7 +198,27 @@ func (c *Cluster) host(ctx context.Context) (Host, error) {
 		}
 		h.Served = append(h.Served, Served{Endpoint: ep, MemberID: st.Header.MemberId})
 	}
+	for _, name := range URLHostNames(members) {
+		h.Resolved = append(h.Resolved, c.resolve(ctx, name))
+	}
 	return h, nil
+}
+
+// resolve looks name up under the call timeout.
+func (c *Cluster) resolve(ctx context.Context, name string) Resolution {
+	ctx, cancel := context.WithTimeout(ctx, c.o.CallTimeout)
+	defer cancel()
+	addrs, err := c.o.LookupHost(ctx, name)
+	if err == nil && len(addrs) == 0 {
+		err = errors.New("no addresses")
+	}
+	if err != nil {
+		return Resolution{Name: name, Err: fmt.Errorf("resolving %s: %w", name, err)}
+	}
+	for i, a := range addrs {
+		addrs[i] = a.Unmap() // LookupNetIP answers IPv4 as IPv4-in-IPv6
+	}
+	return Resolution{Name: name, Addrs: addrs}
 }
 
 func (c *Cluster) status(ctx context.Context, endpoint string) (*clientv3.StatusResponse, error) {

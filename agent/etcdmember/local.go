@@ -27,6 +27,9 @@ type Host struct {
 	ServeErrs []error
 	// Listeners are the TCP addresses LocalUnit's processes listen on.
 	Listeners []netip.AddrPort
+	// Resolved are the host names of the members' URLs (URLHostNames) and
+	// what each resolved to.
+	Resolved []Resolution
 }
 
 // Served is a local endpoint and the member ID its Status call named.
@@ -66,9 +69,12 @@ const (
 
 // MatchLocal finds this host's member among members, by the endpoints the
 // member answered on, the host's own addresses and host name in the
-// members' peer and client URLs, and the local unit's listeners. A host that looks like a member host
+// members' peer and client URLs (or behind the names there, as resolved),
+// and the local unit's listeners. A host that looks like a member host
 // (local_unit set, or an own address in a peer URL) and matches no started
-// member is an error, never a worker: a worker skips every quorum check.
+// member is an error, never a worker: a worker skips every quorum check. So
+// is a member URL's host name that did not resolve, unless strong evidence
+// found the member.
 func MatchLocal(members []Member, h Host) (Match, error) {
 	var ev []evidence
 	for _, s := range h.Served {
@@ -99,7 +105,13 @@ func MatchLocal(members []Member, h Host) (Match, error) {
 	if s := byMember(ev, strong); len(s) > 1 {
 		return Match{}, fmt.Errorf("this host matches several etcd members: %s; set etcd.member to the local one", describe(s))
 	}
-	seen := describeHost(h)
+	seen := describeHost(h) + describeResolved(h)
+	if g := byMember(ev, strong); len(g) == 1 {
+		return found(g[0])
+	}
+	if err := unresolved(members, h, seen); err != nil {
+		return Match{}, err
+	}
 	for r := strong; r <= loopback; r++ {
 		switch g := byMember(ev, r); {
 		case len(g) == 1:
@@ -210,7 +222,7 @@ func urlMatches(raw string, h Host) (why string, r rank, ok bool) {
 	if sameHost(host, h.Hostname) {
 		return fmt.Sprintf("%s names host %s", raw, h.Hostname), strong, true
 	}
-	return "", 0, false
+	return resolvedMatches(raw, host, h)
 }
 
 // listenerMatches says whether LocalUnit listens on raw's address and

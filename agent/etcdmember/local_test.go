@@ -30,6 +30,18 @@ func TestMatchLocal(t *testing.T) {
 		{ID: 1, Name: "m0", ClientURLs: []string{"http://127.0.0.1:2379"}, PeerURLs: []string{"http://127.0.0.1:2380"}},
 		{ID: 2, Name: "m1", ClientURLs: []string{"http://127.0.0.1:3379"}, PeerURLs: []string{"http://127.0.0.1:3380"}},
 	}
+	dnsNamed := []Member{
+		{ID: 1, Name: "cp1", ClientURLs: []string{"https://etcd-1.cluster.internal:2379"}, PeerURLs: []string{"https://etcd-1.cluster.internal:2380"}},
+		{ID: 2, Name: "cp2", ClientURLs: []string{"https://etcd-2.cluster.internal:2379"}, PeerURLs: []string{"https://etcd-2.cluster.internal:2380"}},
+		{ID: 3, Name: "cp3", ClientURLs: []string{"https://etcd-3.cluster.internal:2379"}, PeerURLs: []string{"https://ETCD-3.cluster.internal.:2380"}},
+	}
+	resolvedAll := []Resolution{
+		{Name: "etcd-1.cluster.internal", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.11")}},
+		{Name: "etcd-2.cluster.internal", Addrs: []netip.Addr{netip.MustParseAddr("fd00::12"), netip.MustParseAddr("10.0.0.12")}},
+		{Name: "etcd-3.cluster.internal", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.13")}},
+	}
+	oneUnresolved := append(resolvedAll[:2:2], Resolution{Name: "etcd-3.cluster.internal",
+		Err: errors.New("resolving etcd-3.cluster.internal: lookup etcd-3.cluster.internal: no such host")})
 	for _, tc := range []struct {
 		name    string
 		members []Member
@@ -50,6 +62,24 @@ func TestMatchLocal(t *testing.T) {
 			{ID: 1, Name: "etcd-a", PeerURLs: []string{"https://cp1.example.com:2380"}},
 			{ID: 2, Name: "etcd-b", PeerURLs: []string{"https://cp2.example.com:2380"}}},
 			host: Host{Addrs: withLo("10.9.9.9", "eth0"), Hostname: "cp2"}, want: "etcd-b", how: "names host cp2"},
+		{name: "DNS names resolved to an own address", members: dnsNamed,
+			host: Host{Addrs: withLo("10.0.0.12", "eth0"), Hostname: "node-b", Resolved: resolvedAll},
+			want: "cp2", how: "member cp2: peer URL https://etcd-2.cluster.internal:2380: etcd-2.cluster.internal resolves to fd00::12 10.0.0.12, which matches 10.0.0.12 on eth0"},
+		{name: "DNS names, a trailing dot and upper case", members: dnsNamed,
+			host: Host{Addrs: withLo("10.0.0.13", "eth0"), Resolved: resolvedAll}, want: "cp3", how: "etcd-3.cluster.internal resolves to 10.0.0.13"},
+		{name: "DNS names resolved, none to this host: a worker, saying what resolved", members: dnsNamed,
+			host: Host{Addrs: withLo("10.0.0.21", "eth0"), Hostname: "w1", Resolved: resolvedAll},
+			how:  "a worker: no etcd member's peer or client URLs match this host (addresses 10.0.0.21 on eth0, host name w1; resolved etcd-1.cluster.internal is 10.0.0.11, etcd-2.cluster.internal is fd00::12 10.0.0.12, etcd-3.cluster.internal is 10.0.0.13)"},
+		{name: "a name that does not resolve is an error, not a worker", members: dnsNamed,
+			host:    Host{Addrs: withLo("10.0.0.13", "eth0"), Hostname: "cp3", Resolved: oneUnresolved},
+			wantErr: true, how: "did not resolve: resolving etcd-3.cluster.internal: lookup etcd-3.cluster.internal: no such host; no member matches this host (addresses 10.0.0.13 on eth0, host name cp3; resolved etcd-1.cluster.internal is 10.0.0.11"},
+		{name: "a name not looked up is an error", members: dnsNamed,
+			host: Host{Addrs: withLo("10.0.0.21", "eth0")}, wantErr: true, how: "etcd-1.cluster.internal (not looked up)"},
+		{name: "an unresolved name of another member does not hide strong evidence", members: dnsNamed,
+			host: Host{Addrs: withLo("10.0.0.11", "eth0"), Resolved: oneUnresolved}, want: "cp1", how: "etcd-1.cluster.internal resolves to 10.0.0.11"},
+		{name: "a name resolving to loopback is loopback evidence", members: dnsNamed[:1],
+			host: Host{Addrs: lo, Resolved: []Resolution{{Name: "etcd-1.cluster.internal", Addrs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}}},
+			want: "cp1", how: "resolves to 127.0.0.1, which matches 127.0.0.1 on lo"},
 		{name: "worker", members: threeNode, host: Host{Addrs: withLo("10.0.0.21", "eth0"), Hostname: "w1"},
 			how: "a worker: no etcd member's peer or client URLs match this host (addresses 10.0.0.21 on eth0, host name w1)"},
 		{name: "worker with many interfaces", members: threeNode,

@@ -18,10 +18,18 @@ import (
 // where the addresses are free; it returns the client URLs.
 func StartOnHosts(t testing.TB, hosts []string) []string {
 	t.Helper()
+	return StartOnNamedHosts(t, hosts, hosts)
+}
+
+// StartOnNamedHosts is StartOnHosts with members that advertise names[i]
+// (DNS names the test resolves to hosts[i]) in their peer and client URLs,
+// listening on hosts[i]; it returns the advertised client URLs.
+func StartOnNamedHosts(t testing.TB, hosts, names []string) []string {
+	t.Helper()
 	var initial, clients []string
-	for i, h := range hosts {
-		initial = append(initial, fmt.Sprintf("cp%d=http://%s:2380", i+1, h))
-		clients = append(clients, "http://"+h+":2379")
+	for i, n := range names {
+		initial = append(initial, fmt.Sprintf("cp%d=http://%s:2380", i+1, n))
+		clients = append(clients, "http://"+n+":2379")
 	}
 	var started []*embed.Etcd
 	t.Cleanup(func() {
@@ -36,8 +44,10 @@ func StartOnHosts(t testing.TB, hosts []string) []string {
 		cfg.Dir = filepath.Join(base, cfg.Name)
 		cu, _ := url.Parse("http://" + h + ":2379")
 		pu, _ := url.Parse("http://" + h + ":2380")
-		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
-		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+		acu, _ := url.Parse("http://" + names[i] + ":2379")
+		apu, _ := url.Parse("http://" + names[i] + ":2380")
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*acu}
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*apu}
 		cfg.InitialCluster = strings.Join(initial, ",")
 		cfg.InitialClusterToken = "etcdtest-hosts"
 		cfg.StrictReconfigCheck = false // members just started count as unhealthy for 5s

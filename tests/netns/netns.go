@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -31,10 +32,37 @@ const childEnv = "UA_NETNS_TEST"
 // the caller then runs the test's body.
 func Enter(t *testing.T, local string, addrs ...string) bool {
 	t.Helper()
+	return EnterWithEtc(t, nil, local, addrs...)
+}
+
+// EnterWithEtc is Enter with files of /etc replaced inside the namespace
+// (name -> content, e.g. "hosts", "resolv.conf", "nsswitch.conf"): ip netns
+// exec bind-mounts /etc/netns/<namespace>/<name> over /etc/<name> in a
+// private mount namespace, so the test resolves names as it says and the
+// host's files stay as they are.
+func EnterWithEtc(t *testing.T, etc map[string]string, local string, addrs ...string) bool {
+	t.Helper()
 	if os.Getenv(childEnv) == t.Name() {
 		return true
 	}
 	ns := fmt.Sprintf("ua-test-%d", os.Getpid())
+	if len(etc) > 0 {
+		dir := filepath.Join("/etc/netns", ns)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatalf("making %s (this test needs root): %v", dir, err)
+		}
+		t.Cleanup(func() {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Errorf("removing %s: %v", dir, err)
+			}
+			_ = os.Remove("/etc/netns") // only when no other namespace has files there
+		})
+		for name, content := range etc {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	IP(t, "netns", "add", ns)
 	t.Cleanup(func() {
 		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
@@ -70,5 +98,23 @@ func IP(t *testing.T, args ...string) {
 	t.Helper()
 	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 		t.Fatalf("ip %s: %v: %s (this test needs root and iproute2)", strings.Join(args, " "), err, out)
+	}
+}
+
+// Resolving is the /etc of EnterWithEtc for a test that resolves names as
+// it says: /etc/hosts maps each name of hosts (name -> address), and any
+// other name goes to a name server at 192.0.2.53, an address of the test
+// range routed to lo where nothing listens, so it fails at once instead of
+// asking the real network.
+func Resolving(hosts map[string]string) map[string]string {
+	var b strings.Builder
+	b.WriteString("127.0.0.1 localhost\n::1 localhost\n")
+	for name, addr := range hosts {
+		fmt.Fprintf(&b, "%s %s\n", addr, name)
+	}
+	return map[string]string{
+		"hosts":         b.String(),
+		"nsswitch.conf": "hosts: files dns\n",
+		"resolv.conf":   "nameserver 192.0.2.53\noptions timeout:1 attempts:1\n",
 	}
 }
