@@ -123,6 +123,9 @@ type Lock struct {
 	// Guarded by mu: set again at each lookup of the local member.
 	members *Lock
 	parent  *Lock
+	// memberLooked: Options.LocalMember answered once (a change is logged
+	// from then on).
+	memberLooked bool
 }
 
 // New checks o and returns a Lock; nothing is written to etcd yet.

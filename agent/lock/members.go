@@ -36,9 +36,10 @@ func (l *Lock) refreshMember(ctx context.Context) (string, *Lock, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	was := l.o.Member
+	was, first := l.o.Member, !l.memberLooked
+	l.memberLooked = true
 	l.setMemberLocked(name)
-	if name != was {
+	if name != was && !first { // the first lookup is logged by whoever found the member
 		l.log.Warn("the local etcd member changed: the cluster-wide member slot follows",
 			"member", name, "was", was, "member_slot", l.members != nil)
 	}
