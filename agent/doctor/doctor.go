@@ -115,6 +115,9 @@ type Inputs struct {
 	LocalUnit    string
 	StagingPaths []string
 	Scheduler    string // staging.scheduler, "" = leave alone
+	// DriverName is the update-driver name the daemon registers with
+	// rpm-ostree: any other registered driver (zincati) fails the check.
+	DriverName string
 }
 
 // Doctor runs the checks.
@@ -300,8 +303,12 @@ func (d Doctor) rpmOstree(ctx context.Context) (string, error) {
 	if b.Version != "" {
 		s += " (" + b.Version + ")"
 	}
-	if st.UpdateDriver != nil {
-		s += fmt.Sprintf(", update driver %s", st.UpdateDriver.Name)
+	if dr := st.UpdateDriver; dr != nil {
+		if d.In.DriverName != "" && dr.Name != d.In.DriverName {
+			return "", fmt.Errorf("%s; updates are driven by %s (%s): the daemon refuses to start beside it; "+
+				"on an update-agent host run `systemctl mask --now %s`", s, dr.Name, dr.Unit, dr.Unit)
+		}
+		s += fmt.Sprintf(", update driver %s", dr.Name)
 	}
 	return s, nil
 }

@@ -37,13 +37,17 @@ type fakeLock []lock.GroupStatus
 
 func (f fakeLock) Status(context.Context) ([]lock.GroupStatus, error) { return f, nil }
 
-type fakeOS struct{ err error }
+type fakeOS struct {
+	err    error
+	driver *rpmostree.UpdateDriver
+}
 
 func (f fakeOS) Status(context.Context) (*rpmostree.Status, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	return &rpmostree.Status{Deployments: []rpmostree.Deployment{{Checksum: "abc123", Version: "41.1", Booted: true}}}, nil
+	return &rpmostree.Status{Deployments: []rpmostree.Deployment{{Checksum: "abc123", Version: "41.1", Booted: true}},
+		UpdateDriver: f.driver}, nil
 }
 
 type fakeCgroups struct{ err error }
@@ -88,7 +92,7 @@ func good() Doctor {
 	return Doctor{
 		In: Inputs{Endpoints: []string{"https://10.0.0.11:2379"}, MaxLag: 1000, LockEnabled: true, LockGroup: "control-plane",
 			LockSlots: 1, GuardEnabled: true, MetricsURL: "http://127.0.0.1:2381/metrics", LocalUnit: "etcd.service",
-			StagingPaths: []string{"/sysroot", "/var/lib/etcd"}, Scheduler: "bfq"},
+			StagingPaths: []string{"/sysroot", "/var/lib/etcd"}, Scheduler: "bfq", DriverName: "update-agent"},
 		Etcd: fakeEtcd{health: healthy(), match: etcdmember.Match{Found: true,
 			How: "member cp1: peer URL https://10.0.0.11:2380 matches 10.0.0.11 on eth0"}},
 		Lock: fakeLock{{Group: "control-plane", Slots: 1, Holders: []lock.EntryStatus{{Record: lock.Record{Node: "cp2"}}}}},
@@ -155,6 +159,15 @@ func TestReport(t *testing.T) {
 			d.OS = fakeOS{err: errors.New("rpm-ostree status --json: exit status 1: error: daemon not running")}
 		},
 			[]string{"FAIL  rpm-ostree     rpm-ostree status --json: exit status 1"}},
+		{"our own driver", func(d *Doctor) {
+			d.OS = fakeOS{driver: &rpmostree.UpdateDriver{Name: "update-agent", Unit: "update-agent.service"}}
+		},
+			[]string{"ok    rpm-ostree     status readable: booted abc123 (41.1), update driver update-agent"}},
+		{"zincati registered", func(d *Doctor) {
+			d.OS = fakeOS{driver: &rpmostree.UpdateDriver{Name: "Zincati", Unit: "zincati.service"}}
+		},
+			[]string{"FAIL  rpm-ostree     status readable: booted abc123 (41.1); updates are driven by Zincati (zincati.service)",
+				"systemctl mask --now zincati.service"}},
 		{"bfq selected", func(d *Doctor) { d.Disks = fakeDisks{sched: "bfq"} },
 			[]string{"ok    staging disks  /sysroot, /var/lib/etcd on vda: bfq"}},
 		{"lock off", func(d *Doctor) { d.In.LockEnabled = false },

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/update-agent/update-agent/agent/adapters"
 	"github.com/update-agent/update-agent/agent/etcdclient"
 )
 
@@ -20,6 +21,10 @@ const (
 	exitFailure   = 1
 	exitUsage     = 2
 	exitBadConfig = 78 // EX_CONFIG from sysexits.h; RestartPreventExitStatus in the unit
+	// exitForeignDriver: another update driver (zincati) owns this host;
+	// like a bad configuration, restarting cannot fix it (also in
+	// RestartPreventExitStatus).
+	exitForeignDriver = 79
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -83,6 +88,8 @@ func exitCode(err error, stderr io.Writer) int {
 		// A TLS or password file found bad only when the client is built
 		// is still a configuration error: systemd must not restart into it.
 		return exitBadConfig
+	case errors.Is(err, adapters.ErrForeignDriver):
+		return exitForeignDriver
 	default:
 		return exitFailure
 	}
