@@ -132,8 +132,8 @@ func alarms(in Inputs) Result {
 	return r
 }
 
-// firing is kured's and Alertmanager's notion: active and neither silenced
-// nor inhibited.
+// firing is Alertmanager's notion: active and neither silenced nor
+// inhibited.
 func firing(a Alert) bool {
 	return a.State == "active" && len(a.SilencedBy) == 0 && len(a.InhibitedBy) == 0
 }
