@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/update-agent/update-agent/agent/gates"
+	"github.com/update-agent/update-agent/agent/logging"
 	"github.com/update-agent/update-agent/agent/systemd"
 )
 
@@ -22,10 +23,12 @@ func (g Gates) Hold(ctx context.Context) (bool, string) {
 	rs := g.C.Check(ctx)
 	for _, r := range rs {
 		level := slog.LevelInfo
+		attrs := []any{"gate", r.Gate, "hold", r.Hold, "reason", r.Reason}
 		if r.Hold {
 			level = slog.LevelWarn
+			attrs = append(attrs, logging.MessageID(logging.IDHeld))
 		}
-		g.Log.Log(ctx, level, "reboot gate", "gate", r.Gate, "hold", r.Hold, "reason", r.Reason)
+		g.Log.Log(ctx, level, "reboot gate", attrs...)
 	}
 	return gates.Holding(rs)
 }
