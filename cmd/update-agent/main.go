@@ -127,6 +127,7 @@ func printUsage(w io.Writer) {
 func newFlags(env *cmdEnv, name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("update-agent "+name, flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
+	fs.Usage = usageWithExamples(fs, name)
 	return fs
 }
 
