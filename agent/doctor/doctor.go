@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,11 +27,17 @@ type Result struct {
 	Check  string
 	OK     bool
 	Detail string
+	// Wait: not OK, but the agent is set up right and the cluster holds
+	// reboots now (an alarm, an unhealthy member, a gate): WAIT, not FAIL.
+	Wait bool
 }
 
 func (r Result) String() string {
 	v := "ok"
-	if !r.OK {
+	switch {
+	case r.Wait:
+		v = "WAIT"
+	case !r.OK:
 		v = "FAIL"
 	}
 	return fmt.Sprintf("%-4s  %-14s %s", v, r.Check, r.Detail)
@@ -39,16 +46,32 @@ func (r Result) String() string {
 // Report is every check's result, in order.
 type Report []Result
 
-// Failed counts the failed checks.
+// Failed counts the failed checks (WAIT lines are not failures).
 func (r Report) Failed() int {
 	n := 0
 	for _, x := range r {
-		if !x.OK {
+		if !x.OK && !x.Wait {
 			n++
 		}
 	}
 	return n
 }
+
+// Waiting counts the checks that found the cluster holding reboots now.
+func (r Report) Waiting() int {
+	n := 0
+	for _, x := range r {
+		if x.Wait {
+			n++
+		}
+	}
+	return n
+}
+
+// waiting marks a check's error as a temporary state of the cluster.
+type waiting struct{ error }
+
+func (w waiting) Unwrap() error { return w.error }
 
 // Write prints one line per check.
 func (r Report) Write(w io.Writer) error {
@@ -148,7 +171,8 @@ func (d Doctor) Run(ctx context.Context) Report {
 		defer cancel()
 		detail, err := f(cctx)
 		if err != nil {
-			r = append(r, Result{Check: check, Detail: err.Error()})
+			var w waiting
+			r = append(r, Result{Check: check, Detail: err.Error(), Wait: errors.As(err, &w)})
 			return false
 		}
 		r = append(r, Result{Check: check, OK: true, Detail: detail})
@@ -216,7 +240,7 @@ func (d Doctor) leader(ctx context.Context) (string, error) {
 	}
 	l, ok := h.Leader()
 	if !ok {
-		return "", fmt.Errorf("no leader the reachable members agree on")
+		return "", waiting{fmt.Errorf("no leader the reachable members agree on")}
 	}
 	return fmt.Sprintf("%s leads (term %d)", l.Name, l.RaftTerm), nil
 }
@@ -240,7 +264,7 @@ func (d Doctor) health(ctx context.Context) (string, error) {
 		}
 	}
 	if len(probs) > 0 {
-		return "", fmt.Errorf("%d of %d member(s) unhealthy: %s", len(probs), len(h.Members), strings.Join(probs, "; "))
+		return "", waiting{fmt.Errorf("%d of %d member(s) unhealthy: %s", len(probs), len(h.Members), strings.Join(probs, "; "))}
 	}
 	return fmt.Sprintf("%d member(s) healthy (%d voting), raft lag at most %d (limit %d)", len(h.Members), voters, worst, d.In.MaxLag), nil
 }
@@ -251,7 +275,7 @@ func (d Doctor) alarms(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if len(a) > 0 {
-		return "", fmt.Errorf("active: %s", strings.Join(a, ", "))
+		return "", waiting{fmt.Errorf("active: %s", strings.Join(a, ", "))}
 	}
 	return "none active", nil
 }
@@ -361,11 +385,16 @@ func (d Doctor) lock(ctx context.Context) (string, error) {
 	return s, nil
 }
 
-// gates fails when any gate would hold a reboot now, naming each.
+// gates says WAIT when a gate would hold a reboot now, naming each, and
+// fails when a gate cannot be evaluated at all.
 func (d Doctor) gates(ctx context.Context) (string, error) {
 	rs := d.Gates.Check(ctx)
 	if hold, why := gates.Holding(rs); hold {
-		return "", errors.New("holding a reboot: " + why)
+		err := errors.New("holding a reboot: " + why)
+		if slices.ContainsFunc(rs, func(r gates.Result) bool { return r.Unknown }) {
+			return "", err
+		}
+		return "", waiting{err}
 	}
 	var seen []string
 	for _, r := range rs {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/update-agent/update-agent/agent/etcdmember"
+	"github.com/update-agent/update-agent/agent/gates"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 )
@@ -140,11 +141,11 @@ func TestReport(t *testing.T) {
 		{"unhealthy member, no leader, alarm", func(d *Doctor) {
 			d.Etcd = fakeEtcd{health: sick, alarms: []string{"cp3: NOSPACE"}}
 		}, []string{
-			"FAIL  member health  1 of 3 member(s) unhealthy: member cp3 unreachable: connection refused",
-			"FAIL  etcd alarms    active: cp3: NOSPACE",
+			"WAIT  member health  1 of 3 member(s) unhealthy: member cp3 unreachable: connection refused",
+			"WAIT  etcd alarms    active: cp3: NOSPACE",
 		}},
 		{"no leader", func(d *Doctor) { d.Etcd = fakeEtcd{health: noLeader} },
-			[]string{"FAIL  leader         no leader"}},
+			[]string{"WAIT  leader         no leader"}},
 		{"metrics without etcd's histogram", func(d *Doctor) { d.Metrics = fakeMetrics("# TYPE up gauge\nup 1\n") },
 			[]string{"FAIL  etcd metrics   guard.metrics_url http://127.0.0.1:2381/metrics answers without etcd's etcd_disk_wal_fsync_duration_seconds histogram"}},
 		{"metrics not answering", func(d *Doctor) { d.Metrics = fakeMetrics("") },
@@ -194,6 +195,37 @@ func TestReport(t *testing.T) {
 			if (rep.Failed() > 0) != wantFail {
 				t.Errorf("Failed() = %d:\n%s", rep.Failed(), out)
 			}
+			wantWait := strings.Contains(strings.Join(tc.want, "\n"), "WAIT")
+			if (rep.Waiting() > 0) != wantWait {
+				t.Errorf("Waiting() = %d:\n%s", rep.Waiting(), out)
+			}
 		})
+	}
+}
+
+type fakeGates []gates.Result
+
+func (f fakeGates) Check(context.Context) []gates.Result { return f }
+
+// A gate that holds is WAIT (the agent is set up right, reboots wait); one
+// that cannot be evaluated is FAIL.
+func TestGatesWaitOrFail(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rs   fakeGates
+		want string
+	}{
+		{"open", fakeGates{{Gate: "alerts", Reason: "no matching alert firing"}}, "ok    reboot gates   alerts: no matching alert firing"},
+		{"holding", fakeGates{{Gate: "alerts", Hold: true, Reason: "firing: EtcdDown"}}, "WAIT  reboot gates   holding a reboot: alerts: firing: EtcdDown"},
+		{"unknown", fakeGates{{Gate: "alerts", Hold: true, Unknown: true, Reason: "cannot read alerts: refused"},
+			{Gate: "command", Hold: true, Reason: "/bin/false: exit status 1"}},
+			"FAIL  reboot gates   holding a reboot: alerts: cannot read alerts: refused; command: /bin/false: exit status 1"},
+	} {
+		d := good()
+		d.Gates = tc.rs
+		rep := d.Run(context.Background())
+		if got := rep[len(rep)-1].String(); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

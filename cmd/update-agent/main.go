@@ -17,9 +17,11 @@ import (
 
 // Exit codes: distinct so that systemd and scripts can tell them apart.
 const (
-	exitOK        = 0
-	exitFailure   = 1
-	exitUsage     = 2
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+	// exitWaiting: doctor found nothing wrong, but reboots are held now.
+	exitWaiting   = 3
 	exitBadConfig = 78 // EX_CONFIG from sysexits.h; RestartPreventExitStatus in the unit
 	// exitForeignDriver: another update driver (zincati) owns this host;
 	// like a bad configuration, restarting cannot fix it (also in
@@ -81,7 +83,10 @@ func exitCode(err error, stderr io.Writer) int {
 	var ue usageError
 	var ce configError
 	var ece *etcdclient.ConfigError
+	var dw doctorWaiting
 	switch {
+	case errors.As(err, &dw):
+		return exitWaiting
 	case errors.As(err, &ue):
 		return exitUsage
 	case errors.As(err, &ce), errors.As(err, &ece):
