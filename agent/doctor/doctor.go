@@ -92,6 +92,15 @@ type Etcd interface {
 	LocalMatch(ctx context.Context) (etcdmember.Match, error)
 	Health(ctx context.Context) (etcdmember.Health, error)
 	Alarms(ctx context.Context) ([]string, error)
+	// Rights says whether etcd has auth on and whether the configured
+	// user may make admin calls (MoveLeader is one).
+	Rights(ctx context.Context) (Rights, error)
+}
+
+// Rights is what etcd lets the agent's user do.
+type Rights struct {
+	Auth  bool // etcd has authentication on
+	Admin bool // the user has the root role
 }
 
 // Lock reads the configured group's slots and holders.
@@ -138,6 +147,8 @@ type Inputs struct {
 	LocalUnit    string
 	StagingPaths []string
 	Scheduler    string // staging.scheduler, "" = leave alone
+	Username     string // etcd.username, "" = the client certificate's name
+	MoveLeader   bool   // leader.move_leader: needs an admin user
 	// DriverName is the update-driver name the daemon registers with
 	// rpm-ostree: any other registered driver (zincati) fails the check.
 	DriverName string
@@ -182,6 +193,7 @@ func (d Doctor) Run(ctx context.Context) Report {
 		name string
 		f    func(context.Context) (string, error)
 	}{
+		{"etcd rights", d.rights},
 		{"local member", d.localMember},
 		{"leader", d.leader},
 		{"member health", d.health},
@@ -223,6 +235,30 @@ func (d Doctor) reach(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("reachable at %s, TLS and auth accepted; %d member(s)", where, len(ms)), nil
+}
+
+// rights fails when leader.move_leader needs an admin call that the
+// user may not make: the rollout would fail at its last step, a leader's
+// reboot.
+func (d Doctor) rights(ctx context.Context) (string, error) {
+	r, err := d.Etcd.Rights(ctx)
+	if err != nil {
+		return "", err
+	}
+	user := "user " + d.In.Username
+	if d.In.Username == "" {
+		user = "the client certificate's user"
+	}
+	switch {
+	case !r.Auth:
+		return "etcd authentication is off: no user or role needed", nil
+	case r.Admin:
+		return user + " has the root role: the lock prefix and MoveLeader allowed", nil
+	case d.In.MoveLeader:
+		return "", fmt.Errorf("%s lacks the root role: MoveLeader (leader.move_leader = true) is an admin call, refused right before a leader's reboot; "+
+			"grant it the root role, or set leader.move_leader = false (a leader's reboot then costs an election)", user)
+	}
+	return user + " may use the lock prefix; no admin call needed (leader.move_leader = false)", nil
 }
 
 func (d Doctor) localMember(ctx context.Context) (string, error) {

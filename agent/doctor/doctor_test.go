@@ -20,7 +20,10 @@ type fakeEtcd struct {
 	matchErr error
 	health   etcdmember.Health
 	alarms   []string
+	rights   Rights
 }
+
+func (f fakeEtcd) Rights(context.Context) (Rights, error) { return f.rights, nil }
 
 func (f fakeEtcd) Probe(context.Context) (string, error) { return "https://10.0.0.11:2379", f.probeErr }
 func (f fakeEtcd) Members(context.Context) ([]etcdmember.Member, error) {
@@ -113,6 +116,7 @@ func TestReport(t *testing.T) {
 	}{
 		{"all good", func(*Doctor) {}, []string{
 			"ok    etcd           reachable at https://10.0.0.11:2379, TLS and auth accepted; 3 member(s)",
+			"ok    etcd rights    etcd authentication is off: no user or role needed",
 			"ok    local member   member cp1: peer URL https://10.0.0.11:2380 matches 10.0.0.11 on eth0",
 			"ok    leader         cp2 leads (term 4)",
 			"ok    member health  3 member(s) healthy (3 voting), raft lag at most 2 (limit 1000)",
@@ -127,6 +131,7 @@ func TestReport(t *testing.T) {
 			d.Etcd = fakeEtcd{probeErr: errors.New("no endpoint accepted a status request: https://10.0.0.11:2379: context deadline exceeded")}
 		}, []string{
 			"FAIL  etcd           no endpoint accepted a status request: https://10.0.0.11:2379: context deadline exceeded",
+			"FAIL  etcd rights    not checked: etcd did not answer",
 			"FAIL  local member   not checked: etcd did not answer",
 			"FAIL  etcd alarms    not checked: etcd did not answer",
 			"ok    rpm-ostree",
@@ -169,6 +174,17 @@ func TestReport(t *testing.T) {
 		},
 			[]string{"FAIL  rpm-ostree     status readable: booted abc123 (41.1); updates are driven by Zincati (zincati.service)",
 				"systemctl mask --now zincati.service"}},
+		{"admin user", func(d *Doctor) {
+			d.In.Username, d.In.MoveLeader = "agent", true
+			d.Etcd = fakeEtcd{health: healthy(), rights: Rights{Auth: true, Admin: true}}
+		}, []string{"ok    etcd rights    user agent has the root role: the lock prefix and MoveLeader allowed"}},
+		{"user without root role, moving leaders", func(d *Doctor) {
+			d.In.Username, d.In.MoveLeader = "agent", true
+			d.Etcd = fakeEtcd{health: healthy(), rights: Rights{Auth: true}}
+		}, []string{"FAIL  etcd rights    user agent lacks the root role: MoveLeader (leader.move_leader = true) is an admin call"}},
+		{"certificate user without root role, leaders not moved", func(d *Doctor) {
+			d.Etcd = fakeEtcd{health: healthy(), rights: Rights{Auth: true}}
+		}, []string{"ok    etcd rights    the client certificate's user may use the lock prefix; no admin call needed (leader.move_leader = false)"}},
 		{"bfq selected", func(d *Doctor) { d.Disks = fakeDisks{sched: "bfq"} },
 			[]string{"ok    staging disks  /sysroot, /var/lib/etcd on vda: bfq"}},
 		{"lock off", func(d *Doctor) { d.In.LockEnabled = false },
@@ -188,8 +204,8 @@ func TestReport(t *testing.T) {
 					t.Errorf("report lacks %q:\n%s", w, out)
 				}
 			}
-			if len(rep) != 10 {
-				t.Errorf("%d lines, want one per check (10):\n%s", len(rep), out)
+			if len(rep) != 11 {
+				t.Errorf("%d lines, want one per check (11):\n%s", len(rep), out)
 			}
 			wantFail := strings.Contains(strings.Join(tc.want, "\n"), "FAIL")
 			if (rep.Failed() > 0) != wantFail {

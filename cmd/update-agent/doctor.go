@@ -46,6 +46,7 @@ func runDoctor(env *cmdEnv, args []string) error {
 			LockEnabled: cfg.Lock.Enabled, LockGroup: cfg.Lock.Group, LockSlots: cfg.Lock.Slots,
 			GuardEnabled: cfg.Guard.Enabled, MetricsURL: cfg.Guard.MetricsURL, LocalUnit: cfg.Etcd.LocalUnit,
 			StagingPaths: cfg.Staging.Paths, Scheduler: cfg.Staging.Scheduler, DriverName: driverName,
+			Username: cfg.Etcd.Username, MoveLeader: cfg.Leader.MoveLeader,
 		},
 		OS:      &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}},
 		Cgroups: doctor.SystemdCgroups{Root: *root},
