@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/update-agent/update-agent/agent/gates"
@@ -17,10 +18,35 @@ type Gates struct {
 	C    *gates.Checker
 	Node string
 	Log  *slog.Logger
+	// Seen, when set, keeps the last evaluation for `update-agent status`.
+	Seen *GateLog
+}
+
+// GateLog is the gates' last evaluation and when it was made.
+type GateLog struct {
+	mu sync.Mutex
+	at time.Time
+	rs []gates.Result
+}
+
+// Last returns the last evaluation (nil before the first).
+func (l *GateLog) Last() ([]gates.Result, time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rs, l.at
+}
+
+func (l *GateLog) set(rs []gates.Result, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rs, l.at = rs, at
 }
 
 func (g Gates) Hold(ctx context.Context) (bool, string) {
 	rs := g.C.Check(ctx)
+	if g.Seen != nil {
+		g.Seen.set(rs, time.Now())
+	}
 	for _, r := range rs {
 		level := slog.LevelInfo
 		attrs := []any{"gate", r.Gate, "hold", r.Hold, "reason", r.Reason}
