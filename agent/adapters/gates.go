@@ -4,9 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/update-agent/update-agent/agent/gates"
+	"github.com/update-agent/update-agent/agent/logging"
 	"github.com/update-agent/update-agent/agent/systemd"
 )
 
@@ -16,16 +18,43 @@ type Gates struct {
 	C    *gates.Checker
 	Node string
 	Log  *slog.Logger
+	// Seen, when set, keeps the last evaluation for `update-agent status`.
+	Seen *GateLog
+}
+
+// GateLog is the gates' last evaluation and when it was made.
+type GateLog struct {
+	mu sync.Mutex
+	at time.Time
+	rs []gates.Result
+}
+
+// Last returns the last evaluation (nil before the first).
+func (l *GateLog) Last() ([]gates.Result, time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rs, l.at
+}
+
+func (l *GateLog) set(rs []gates.Result, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rs, l.at = rs, at
 }
 
 func (g Gates) Hold(ctx context.Context) (bool, string) {
 	rs := g.C.Check(ctx)
+	if g.Seen != nil {
+		g.Seen.set(rs, time.Now())
+	}
 	for _, r := range rs {
 		level := slog.LevelInfo
+		attrs := []any{"gate", r.Gate, "hold", r.Hold, "reason", r.Reason}
 		if r.Hold {
 			level = slog.LevelWarn
+			attrs = append(attrs, logging.MessageID(logging.IDHeld))
 		}
-		g.Log.Log(ctx, level, "reboot gate", "gate", r.Gate, "hold", r.Hold, "reason", r.Reason)
+		g.Log.Log(ctx, level, "reboot gate", attrs...)
 	}
 	return gates.Holding(rs)
 }

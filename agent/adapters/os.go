@@ -147,10 +147,24 @@ func (o OS) RegisterDriver(ctx context.Context, name string, log *slog.Logger) e
 		return err
 	}
 	if d := st.UpdateDriver; d != nil && d.Name != name {
-		return fmt.Errorf("updates on this host are driven by %s (%s): stop and disable it before running update-agent", d.Name, d.Unit)
+		return &ForeignDriverError{Name: d.Name, Unit: d.Unit}
 	}
 	if err := o.Client.RegisterDriver(ctx, name); err != nil {
 		log.Warn("not registered as rpm-ostree's update driver: manual upgrades are not refused", "err", err)
 	}
 	return nil
 }
+
+// ErrForeignDriver: another update driver (zincati) owns updates on this
+// host. Restarting does not change that: the daemon exits for good.
+var ErrForeignDriver = errors.New("another update driver owns this host")
+
+// ForeignDriverError names the registered driver and what to do about it.
+type ForeignDriverError struct{ Name, Unit string }
+
+func (e *ForeignDriverError) Error() string {
+	return fmt.Sprintf("updates on this host are driven by %s (%s): two drivers would fight over the staged deployment; "+
+		"on an update-agent host run `systemctl mask --now %s`, then `systemctl restart update-agent`", e.Name, e.Unit, e.Unit)
+}
+
+func (e *ForeignDriverError) Is(target error) bool { return target == ErrForeignDriver }

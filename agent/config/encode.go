@@ -66,6 +66,9 @@ func Encode(w io.Writer, cfg *Config, src *Sources) error {
 				el := fv.Index(e)
 				fmt.Fprintf(&b, "[[%s]]\n", key)
 				for f := 0; f < el.NumField(); f++ {
+					if omitEmpty(el.Type().Field(f)) && el.Field(f).IsZero() {
+						continue // an alternative spelling left unset
+					}
 					v, err := tomlValue(el.Field(f))
 					if err != nil {
 						return fmt.Errorf("encoding %s[%d]: %w", key, e, err)
@@ -77,6 +80,12 @@ func Encode(w io.Writer, cfg *Config, src *Sources) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// omitEmpty says whether f's toml tag has ",omitempty".
+func omitEmpty(f reflect.StructField) bool {
+	_, opts, _ := strings.Cut(f.Tag.Get("toml"), ",")
+	return slices.Contains(strings.Split(opts, ","), "omitempty")
 }
 
 func isTableArray(v reflect.Value) bool {

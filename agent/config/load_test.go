@@ -278,6 +278,10 @@ time_zone = "Europe/Berlin"
 days = ["Sat", "Sun"]
 start = "22:30"
 length = "3h"
+[[reboot.windows]]
+days = ["Mon"]
+start_time = "01:00"
+length_minutes = 90
 [[reboot.hooks]]
 argv = ["/usr/bin/echo", "quote \" and \\ backslash"]
 timeout = "90s"
@@ -298,6 +302,7 @@ timeout = "90s"
 		"memory_high = \"1536M\"",
 		"# reboot.hooks: " + filepath.Join(root, etcDir, "50-x.toml"),
 		"windows = []", // not expected: windows are set
+		"start_time = \"01:00\"\nlength_minutes = 90\n",
 	} {
 		if strings.Contains(text, w) == (w == "windows = []") {
 			t.Errorf("output contains %q = %v:\n%s", w, !strings.Contains(text, w), text)

@@ -234,7 +234,8 @@ const (
 // Reboot says when and how to reboot.
 type Reboot struct {
 	Strategy string `toml:"strategy"`
-	// TimeZone is an IANA name ("Europe/Berlin"), "UTC" or "Local".
+	// TimeZone is an IANA name ("Europe/Berlin"), "UTC" or "Local"
+	// ("localtime", zincati's word, means "Local").
 	TimeZone string       `toml:"time_zone"`
 	Windows  []WindowSpec `toml:"windows"`
 	Hooks    []Hook       `toml:"hooks"`
@@ -273,6 +274,27 @@ type WindowSpec struct {
 	Start string `toml:"start"`
 	// Length is elapsed time from the start; it may cross midnight.
 	Length Duration `toml:"length"`
+	// StartTime and LengthMinutes are zincati's spelling of Start and
+	// Length ([[updates.periodic.window]]), so a window copied from a
+	// zincati fragment reads the same; set one spelling of each, not both.
+	StartTime     string `toml:"start_time,omitempty"`
+	LengthMinutes int    `toml:"length_minutes,omitempty"`
+}
+
+// StartClock is the window's "HH:MM" start in either spelling.
+func (w WindowSpec) StartClock() string {
+	if w.Start == "" {
+		return w.StartTime
+	}
+	return w.Start
+}
+
+// Len is the window's length in either spelling.
+func (w WindowSpec) Len() time.Duration {
+	if w.Length == 0 {
+		return time.Duration(w.LengthMinutes) * time.Minute
+	}
+	return w.Length.D()
 }
 
 // Hook is a pre-reboot command (drain, stop kubelet), run without a shell.

@@ -318,7 +318,7 @@ func checkURL(s string, endpoint bool) error {
 
 func (k *checker) reboot(r *Reboot) {
 	k.oneOf("reboot.strategy", r.Strategy, []string{StrategyImmediate, StrategyPeriodic})
-	if _, err := time.LoadLocation(r.TimeZone); err != nil || r.TimeZone == "" {
+	if _, err := r.Location(); err != nil || r.TimeZone == "" {
 		k.fail("reboot.time_zone", "unknown time zone %q (want an IANA name like \"Europe/Berlin\", \"UTC\" or \"Local\")", r.TimeZone)
 	}
 	for i, w := range r.Windows {
@@ -326,11 +326,24 @@ func (k *checker) reboot(r *Reboot) {
 		if _, err := parseDays(w.Days); err != nil {
 			k.fail(key+"days", "%v", err)
 		}
-		if _, _, err := parseClock(w.Start); err != nil {
-			k.fail(key+"start", "%v", err)
+		startKey, lengthKey := key+"start", key+"length"
+		if w.Start == "" && w.StartTime != "" {
+			startKey = key + "start_time"
 		}
-		if err := checkWindowLength(w.Length.D()); err != nil {
-			k.fail(key+"length", "%v", err)
+		if w.Length == 0 && w.LengthMinutes != 0 {
+			lengthKey = key + "length_minutes"
+		}
+		switch {
+		case w.Start != "" && w.StartTime != "":
+			k.fail(key+"start_time", "set start or start_time (zincati's spelling), not both")
+		case w.Length != 0 && w.LengthMinutes != 0:
+			k.fail(key+"length_minutes", "set length or length_minutes (zincati's spelling), not both")
+		}
+		if _, _, err := parseClock(w.StartClock()); err != nil {
+			k.fail(startKey, "%v", err)
+		}
+		if err := checkWindowLength(w.Len()); err != nil {
+			k.fail(lengthKey, "%v", err)
 		}
 	}
 	switch {

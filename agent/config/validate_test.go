@@ -103,6 +103,10 @@ func TestValidationRules(t *testing.T) {
 		{"[[reboot.windows]]\ndays = []\nstart = \"22:00\"\nlength = \"1h\"", "reboot.windows[0].days", `must list at least one day`},
 		{"[[reboot.windows]]\ndays = [\"Mon\"]\nstart = \"22h\"\nlength = \"1h\"", "reboot.windows[0].start", `must be a time "HH:MM" (00:00-23:59), got "22h"`},
 		{"[[reboot.windows]]\ndays = [\"Mon\"]\nstart = \"22:00\"", "reboot.windows[0].length", `must be > 0 and <= 168h, got "0s"`},
+		{"[[reboot.windows]]\ndays = [\"Mon\"]\nstart = \"22:00\"\nstart_time = \"23:00\"\nlength = \"1h\"", "reboot.windows[0].start_time", `set start or start_time (zincati's spelling), not both`},
+		{"[[reboot.windows]]\ndays = [\"Mon\"]\nstart = \"22:00\"\nlength = \"1h\"\nlength_minutes = 60", "reboot.windows[0].length_minutes", `set length or length_minutes (zincati's spelling), not both`},
+		{"[[reboot.windows]]\ndays = [\"Mon\"]\nstart_time = \"25:00\"\nlength_minutes = 60", "reboot.windows[0].start_time", `must be a time "HH:MM"`},
+		{"[[reboot.windows]]\ndays = [\"Mon\"]\nstart_time = \"22:00\"\nlength_minutes = -5", "reboot.windows[0].length_minutes", `must be > 0 and <= 168h`},
 		{"[[reboot.hooks]]\nargv = []\ntimeout = \"1m\"", "reboot.hooks[0].argv", `must not be empty`},
 		{"[[reboot.hooks]]\nargv = [\"kubectl\", \"drain\"]\ntimeout = \"1m\"", "reboot.hooks[0].argv", `argv[0] must be an absolute path (they run without a shell or PATH), got "kubectl"`},
 		{"[[reboot.hooks]]\nargv = [\"/bin/true\"]\ntimeout = \"1m\"\n[[reboot.hooks]]\nargv = [\"/bin/true\"]", "reboot.hooks[1].timeout", `must be > 0, got "0s"`},
@@ -155,6 +159,8 @@ func TestValidBoundaries(t *testing.T) {
 		"[metrics]\nlisten = \":9100\"",
 		"[updates]\nsource = \"image\"\nimage = \"ostree-unverified-registry:example.invalid/os:stable\"",
 		"[reboot]\nstrategy = \"periodic\"\ntime_zone = \"Local\"\n[[reboot.windows]]\ndays = [\"mon\", \"Tuesday\"]\nstart = \"0:00\"\nlength = \"168h\"",
+		// zincati's spelling of a window, pasted from its docs.
+		"[reboot]\nstrategy = \"periodic\"\ntime_zone = \"localtime\"\n[[reboot.windows]]\ndays = [ \"Sat\", \"Sun\" ]\nstart_time = \"23:30\"\nlength_minutes = 60",
 	}
 	for _, f := range frags {
 		root := writeTree(t, map[string]string{etcDir + "50-x.toml": f + "\n"})

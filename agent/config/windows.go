@@ -25,12 +25,12 @@ type Window struct {
 
 // ParseWindow checks a WindowSpec and binds it to a time zone.
 func ParseWindow(spec WindowSpec, loc *time.Location) (Window, error) {
-	w := Window{loc: loc, length: spec.Length.D()}
+	w := Window{loc: loc, length: spec.Len()}
 	var err error
 	if w.days, err = parseDays(spec.Days); err != nil {
 		return Window{}, fmt.Errorf("days: %w", err)
 	}
-	if w.hour, w.minute, err = parseClock(spec.Start); err != nil {
+	if w.hour, w.minute, err = parseClock(spec.StartClock()); err != nil {
 		return Window{}, fmt.Errorf("start: %w", err)
 	}
 	if err := checkWindowLength(w.length); err != nil {
@@ -42,9 +42,17 @@ func ParseWindow(spec WindowSpec, loc *time.Location) (Window, error) {
 	return w, nil
 }
 
+// Location is the configured time zone; zincati's "localtime" is "Local".
+func (r *Reboot) Location() (*time.Location, error) {
+	if r.TimeZone == "localtime" {
+		return time.Local, nil
+	}
+	return time.LoadLocation(r.TimeZone)
+}
+
 // ParseWindows parses the reboot windows in the configured time zone.
 func (r *Reboot) ParseWindows() (Windows, error) {
-	loc, err := time.LoadLocation(r.TimeZone)
+	loc, err := r.Location()
 	if err != nil {
 		return nil, fmt.Errorf("time_zone: %w", err)
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +149,23 @@ func TestParseWindowErrors(t *testing.T) {
 	ws, err := r.ParseWindows()
 	if err != nil || len(ws) != 1 || !ws.Contains(utc(t, "2026-03-14 21:30")) {
 		t.Errorf("ParseWindows = %v, %v", ws, err)
+	}
+}
+
+// A window in zincati's spelling (start_time, length_minutes, time zone
+// "localtime") is the same window as in ours.
+func TestZincatiSpellingIsTheSameWindow(t *testing.T) {
+	ours := Reboot{TimeZone: "Local", Windows: []WindowSpec{{Days: []string{"Sat"}, Start: "23:30", Length: Duration(time.Hour)}}}
+	theirs := Reboot{TimeZone: "localtime", Windows: []WindowSpec{{Days: []string{"Sat"}, StartTime: "23:30", LengthMinutes: 60}}}
+	a, err := ours.ParseWindows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := theirs.ParseWindows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("zincati's spelling parsed to %+v, ours to %+v", b, a)
 	}
 }

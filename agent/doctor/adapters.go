@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/update-agent/update-agent/agent/etcdmember"
@@ -88,6 +89,26 @@ func (e EtcdClient) Alarms(ctx context.Context) ([]string, error) {
 		out = append(out, a.Member+": "+a.Type)
 	}
 	return out, nil
+}
+
+// Rights reads etcd's auth status and tries a harmless admin call (listing
+// users): denied means the user lacks the root role.
+func (e EtcdClient) Rights(ctx context.Context) (Rights, error) {
+	st, err := e.Cli.AuthStatus(ctx)
+	if err != nil {
+		return Rights{}, fmt.Errorf("reading etcd's auth status: %w", err)
+	}
+	if !st.Enabled {
+		return Rights{}, nil
+	}
+	_, err = e.Cli.UserList(ctx)
+	switch {
+	case err == nil:
+		return Rights{Auth: true, Admin: true}, nil
+	case errors.Is(err, rpctypes.ErrPermissionDenied):
+		return Rights{Auth: true}, nil
+	}
+	return Rights{}, fmt.Errorf("asking etcd whether the user is an admin (user list): %w", err)
 }
 
 // EtcdLock is Lock over agent/lock.
@@ -203,3 +224,4 @@ func (n NoEtcd) Health(context.Context) (etcdmember.Health, error) {
 	return etcdmember.Health{}, n.Err
 }
 func (n NoEtcd) Alarms(context.Context) ([]string, error) { return nil, n.Err }
+func (n NoEtcd) Rights(context.Context) (Rights, error)   { return Rights{}, n.Err }

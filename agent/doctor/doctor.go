@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,11 +27,17 @@ type Result struct {
 	Check  string
 	OK     bool
 	Detail string
+	// Wait: not OK, but the agent is set up right and the cluster holds
+	// reboots now (an alarm, an unhealthy member, a gate): WAIT, not FAIL.
+	Wait bool
 }
 
 func (r Result) String() string {
 	v := "ok"
-	if !r.OK {
+	switch {
+	case r.Wait:
+		v = "WAIT"
+	case !r.OK:
 		v = "FAIL"
 	}
 	return fmt.Sprintf("%-4s  %-14s %s", v, r.Check, r.Detail)
@@ -39,16 +46,32 @@ func (r Result) String() string {
 // Report is every check's result, in order.
 type Report []Result
 
-// Failed counts the failed checks.
+// Failed counts the failed checks (WAIT lines are not failures).
 func (r Report) Failed() int {
 	n := 0
 	for _, x := range r {
-		if !x.OK {
+		if !x.OK && !x.Wait {
 			n++
 		}
 	}
 	return n
 }
+
+// Waiting counts the checks that found the cluster holding reboots now.
+func (r Report) Waiting() int {
+	n := 0
+	for _, x := range r {
+		if x.Wait {
+			n++
+		}
+	}
+	return n
+}
+
+// waiting marks a check's error as a temporary state of the cluster.
+type waiting struct{ error }
+
+func (w waiting) Unwrap() error { return w.error }
 
 // Write prints one line per check.
 func (r Report) Write(w io.Writer) error {
@@ -69,6 +92,15 @@ type Etcd interface {
 	LocalMatch(ctx context.Context) (etcdmember.Match, error)
 	Health(ctx context.Context) (etcdmember.Health, error)
 	Alarms(ctx context.Context) ([]string, error)
+	// Rights says whether etcd has auth on and whether the configured
+	// user may make admin calls (MoveLeader is one).
+	Rights(ctx context.Context) (Rights, error)
+}
+
+// Rights is what etcd lets the agent's user do.
+type Rights struct {
+	Auth  bool // etcd has authentication on
+	Admin bool // the user has the root role
 }
 
 // Lock reads the configured group's slots and holders.
@@ -115,6 +147,11 @@ type Inputs struct {
 	LocalUnit    string
 	StagingPaths []string
 	Scheduler    string // staging.scheduler, "" = leave alone
+	Username     string // etcd.username, "" = the client certificate's name
+	MoveLeader   bool   // leader.move_leader: needs an admin user
+	// DriverName is the update-driver name the daemon registers with
+	// rpm-ostree: any other registered driver (zincati) fails the check.
+	DriverName string
 }
 
 // Doctor runs the checks.
@@ -145,7 +182,8 @@ func (d Doctor) Run(ctx context.Context) Report {
 		defer cancel()
 		detail, err := f(cctx)
 		if err != nil {
-			r = append(r, Result{Check: check, Detail: err.Error()})
+			var w waiting
+			r = append(r, Result{Check: check, Detail: err.Error(), Wait: errors.As(err, &w)})
 			return false
 		}
 		r = append(r, Result{Check: check, OK: true, Detail: detail})
@@ -155,6 +193,7 @@ func (d Doctor) Run(ctx context.Context) Report {
 		name string
 		f    func(context.Context) (string, error)
 	}{
+		{"etcd rights", d.rights},
 		{"local member", d.localMember},
 		{"leader", d.leader},
 		{"member health", d.health},
@@ -198,6 +237,30 @@ func (d Doctor) reach(ctx context.Context) (string, error) {
 	return fmt.Sprintf("reachable at %s, TLS and auth accepted; %d member(s)", where, len(ms)), nil
 }
 
+// rights fails when leader.move_leader needs an admin call that the
+// user may not make: the rollout would fail at its last step, a leader's
+// reboot.
+func (d Doctor) rights(ctx context.Context) (string, error) {
+	r, err := d.Etcd.Rights(ctx)
+	if err != nil {
+		return "", err
+	}
+	user := "user " + d.In.Username
+	if d.In.Username == "" {
+		user = "the client certificate's user"
+	}
+	switch {
+	case !r.Auth:
+		return "etcd authentication is off: no user or role needed", nil
+	case r.Admin:
+		return user + " has the root role: the lock prefix and MoveLeader allowed", nil
+	case d.In.MoveLeader:
+		return "", fmt.Errorf("%s lacks the root role: MoveLeader (leader.move_leader = true) is an admin call, refused right before a leader's reboot; "+
+			"grant it the root role, or set leader.move_leader = false (a leader's reboot then costs an election)", user)
+	}
+	return user + " may use the lock prefix; no admin call needed (leader.move_leader = false)", nil
+}
+
 func (d Doctor) localMember(ctx context.Context) (string, error) {
 	m, err := d.Etcd.LocalMatch(ctx)
 	if err != nil {
@@ -213,7 +276,7 @@ func (d Doctor) leader(ctx context.Context) (string, error) {
 	}
 	l, ok := h.Leader()
 	if !ok {
-		return "", fmt.Errorf("no leader the reachable members agree on")
+		return "", waiting{fmt.Errorf("no leader the reachable members agree on")}
 	}
 	return fmt.Sprintf("%s leads (term %d)", l.Name, l.RaftTerm), nil
 }
@@ -237,7 +300,7 @@ func (d Doctor) health(ctx context.Context) (string, error) {
 		}
 	}
 	if len(probs) > 0 {
-		return "", fmt.Errorf("%d of %d member(s) unhealthy: %s", len(probs), len(h.Members), strings.Join(probs, "; "))
+		return "", waiting{fmt.Errorf("%d of %d member(s) unhealthy: %s", len(probs), len(h.Members), strings.Join(probs, "; "))}
 	}
 	return fmt.Sprintf("%d member(s) healthy (%d voting), raft lag at most %d (limit %d)", len(h.Members), voters, worst, d.In.MaxLag), nil
 }
@@ -248,7 +311,7 @@ func (d Doctor) alarms(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if len(a) > 0 {
-		return "", fmt.Errorf("active: %s", strings.Join(a, ", "))
+		return "", waiting{fmt.Errorf("active: %s", strings.Join(a, ", "))}
 	}
 	return "none active", nil
 }
@@ -300,8 +363,12 @@ func (d Doctor) rpmOstree(ctx context.Context) (string, error) {
 	if b.Version != "" {
 		s += " (" + b.Version + ")"
 	}
-	if st.UpdateDriver != nil {
-		s += fmt.Sprintf(", update driver %s", st.UpdateDriver.Name)
+	if dr := st.UpdateDriver; dr != nil {
+		if d.In.DriverName != "" && dr.Name != d.In.DriverName {
+			return "", fmt.Errorf("%s; updates are driven by %s (%s): the daemon refuses to start beside it; "+
+				"on an update-agent host run `systemctl mask --now %s`", s, dr.Name, dr.Unit, dr.Unit)
+		}
+		s += fmt.Sprintf(", update driver %s", dr.Name)
 	}
 	return s, nil
 }
@@ -354,11 +421,16 @@ func (d Doctor) lock(ctx context.Context) (string, error) {
 	return s, nil
 }
 
-// gates fails when any gate would hold a reboot now, naming each.
+// gates says WAIT when a gate would hold a reboot now, naming each, and
+// fails when a gate cannot be evaluated at all.
 func (d Doctor) gates(ctx context.Context) (string, error) {
 	rs := d.Gates.Check(ctx)
 	if hold, why := gates.Holding(rs); hold {
-		return "", errors.New("holding a reboot: " + why)
+		err := errors.New("holding a reboot: " + why)
+		if slices.ContainsFunc(rs, func(r gates.Result) bool { return r.Unknown }) {
+			return "", err
+		}
+		return "", waiting{err}
 	}
 	var seen []string
 	for _, r := range rs {

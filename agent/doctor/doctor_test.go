@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/update-agent/update-agent/agent/etcdmember"
+	"github.com/update-agent/update-agent/agent/gates"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 )
@@ -19,7 +20,10 @@ type fakeEtcd struct {
 	matchErr error
 	health   etcdmember.Health
 	alarms   []string
+	rights   Rights
 }
+
+func (f fakeEtcd) Rights(context.Context) (Rights, error) { return f.rights, nil }
 
 func (f fakeEtcd) Probe(context.Context) (string, error) { return "https://10.0.0.11:2379", f.probeErr }
 func (f fakeEtcd) Members(context.Context) ([]etcdmember.Member, error) {
@@ -37,13 +41,17 @@ type fakeLock []lock.GroupStatus
 
 func (f fakeLock) Status(context.Context) ([]lock.GroupStatus, error) { return f, nil }
 
-type fakeOS struct{ err error }
+type fakeOS struct {
+	err    error
+	driver *rpmostree.UpdateDriver
+}
 
 func (f fakeOS) Status(context.Context) (*rpmostree.Status, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	return &rpmostree.Status{Deployments: []rpmostree.Deployment{{Checksum: "abc123", Version: "41.1", Booted: true}}}, nil
+	return &rpmostree.Status{Deployments: []rpmostree.Deployment{{Checksum: "abc123", Version: "41.1", Booted: true}},
+		UpdateDriver: f.driver}, nil
 }
 
 type fakeCgroups struct{ err error }
@@ -88,7 +96,7 @@ func good() Doctor {
 	return Doctor{
 		In: Inputs{Endpoints: []string{"https://10.0.0.11:2379"}, MaxLag: 1000, LockEnabled: true, LockGroup: "control-plane",
 			LockSlots: 1, GuardEnabled: true, MetricsURL: "http://127.0.0.1:2381/metrics", LocalUnit: "etcd.service",
-			StagingPaths: []string{"/sysroot", "/var/lib/etcd"}, Scheduler: "bfq"},
+			StagingPaths: []string{"/sysroot", "/var/lib/etcd"}, Scheduler: "bfq", DriverName: "update-agent"},
 		Etcd: fakeEtcd{health: healthy(), match: etcdmember.Match{Found: true,
 			How: "member cp1: peer URL https://10.0.0.11:2380 matches 10.0.0.11 on eth0"}},
 		Lock: fakeLock{{Group: "control-plane", Slots: 1, Holders: []lock.EntryStatus{{Record: lock.Record{Node: "cp2"}}}}},
@@ -108,6 +116,7 @@ func TestReport(t *testing.T) {
 	}{
 		{"all good", func(*Doctor) {}, []string{
 			"ok    etcd           reachable at https://10.0.0.11:2379, TLS and auth accepted; 3 member(s)",
+			"ok    etcd rights    etcd authentication is off: no user or role needed",
 			"ok    local member   member cp1: peer URL https://10.0.0.11:2380 matches 10.0.0.11 on eth0",
 			"ok    leader         cp2 leads (term 4)",
 			"ok    member health  3 member(s) healthy (3 voting), raft lag at most 2 (limit 1000)",
@@ -122,6 +131,7 @@ func TestReport(t *testing.T) {
 			d.Etcd = fakeEtcd{probeErr: errors.New("no endpoint accepted a status request: https://10.0.0.11:2379: context deadline exceeded")}
 		}, []string{
 			"FAIL  etcd           no endpoint accepted a status request: https://10.0.0.11:2379: context deadline exceeded",
+			"FAIL  etcd rights    not checked: etcd did not answer",
 			"FAIL  local member   not checked: etcd did not answer",
 			"FAIL  etcd alarms    not checked: etcd did not answer",
 			"ok    rpm-ostree",
@@ -136,11 +146,11 @@ func TestReport(t *testing.T) {
 		{"unhealthy member, no leader, alarm", func(d *Doctor) {
 			d.Etcd = fakeEtcd{health: sick, alarms: []string{"cp3: NOSPACE"}}
 		}, []string{
-			"FAIL  member health  1 of 3 member(s) unhealthy: member cp3 unreachable: connection refused",
-			"FAIL  etcd alarms    active: cp3: NOSPACE",
+			"WAIT  member health  1 of 3 member(s) unhealthy: member cp3 unreachable: connection refused",
+			"WAIT  etcd alarms    active: cp3: NOSPACE",
 		}},
 		{"no leader", func(d *Doctor) { d.Etcd = fakeEtcd{health: noLeader} },
-			[]string{"FAIL  leader         no leader"}},
+			[]string{"WAIT  leader         no leader"}},
 		{"metrics without etcd's histogram", func(d *Doctor) { d.Metrics = fakeMetrics("# TYPE up gauge\nup 1\n") },
 			[]string{"FAIL  etcd metrics   guard.metrics_url http://127.0.0.1:2381/metrics answers without etcd's etcd_disk_wal_fsync_duration_seconds histogram"}},
 		{"metrics not answering", func(d *Doctor) { d.Metrics = fakeMetrics("") },
@@ -155,6 +165,26 @@ func TestReport(t *testing.T) {
 			d.OS = fakeOS{err: errors.New("rpm-ostree status --json: exit status 1: error: daemon not running")}
 		},
 			[]string{"FAIL  rpm-ostree     rpm-ostree status --json: exit status 1"}},
+		{"our own driver", func(d *Doctor) {
+			d.OS = fakeOS{driver: &rpmostree.UpdateDriver{Name: "update-agent", Unit: "update-agent.service"}}
+		},
+			[]string{"ok    rpm-ostree     status readable: booted abc123 (41.1), update driver update-agent"}},
+		{"zincati registered", func(d *Doctor) {
+			d.OS = fakeOS{driver: &rpmostree.UpdateDriver{Name: "Zincati", Unit: "zincati.service"}}
+		},
+			[]string{"FAIL  rpm-ostree     status readable: booted abc123 (41.1); updates are driven by Zincati (zincati.service)",
+				"systemctl mask --now zincati.service"}},
+		{"admin user", func(d *Doctor) {
+			d.In.Username, d.In.MoveLeader = "agent", true
+			d.Etcd = fakeEtcd{health: healthy(), rights: Rights{Auth: true, Admin: true}}
+		}, []string{"ok    etcd rights    user agent has the root role: the lock prefix and MoveLeader allowed"}},
+		{"user without root role, moving leaders", func(d *Doctor) {
+			d.In.Username, d.In.MoveLeader = "agent", true
+			d.Etcd = fakeEtcd{health: healthy(), rights: Rights{Auth: true}}
+		}, []string{"FAIL  etcd rights    user agent lacks the root role: MoveLeader (leader.move_leader = true) is an admin call"}},
+		{"certificate user without root role, leaders not moved", func(d *Doctor) {
+			d.Etcd = fakeEtcd{health: healthy(), rights: Rights{Auth: true}}
+		}, []string{"ok    etcd rights    the client certificate's user may use the lock prefix; no admin call needed (leader.move_leader = false)"}},
 		{"bfq selected", func(d *Doctor) { d.Disks = fakeDisks{sched: "bfq"} },
 			[]string{"ok    staging disks  /sysroot, /var/lib/etcd on vda: bfq"}},
 		{"lock off", func(d *Doctor) { d.In.LockEnabled = false },
@@ -174,13 +204,44 @@ func TestReport(t *testing.T) {
 					t.Errorf("report lacks %q:\n%s", w, out)
 				}
 			}
-			if len(rep) != 10 {
-				t.Errorf("%d lines, want one per check (10):\n%s", len(rep), out)
+			if len(rep) != 11 {
+				t.Errorf("%d lines, want one per check (11):\n%s", len(rep), out)
 			}
 			wantFail := strings.Contains(strings.Join(tc.want, "\n"), "FAIL")
 			if (rep.Failed() > 0) != wantFail {
 				t.Errorf("Failed() = %d:\n%s", rep.Failed(), out)
 			}
+			wantWait := strings.Contains(strings.Join(tc.want, "\n"), "WAIT")
+			if (rep.Waiting() > 0) != wantWait {
+				t.Errorf("Waiting() = %d:\n%s", rep.Waiting(), out)
+			}
 		})
+	}
+}
+
+type fakeGates []gates.Result
+
+func (f fakeGates) Check(context.Context) []gates.Result { return f }
+
+// A gate that holds is WAIT (the agent is set up right, reboots wait); one
+// that cannot be evaluated is FAIL.
+func TestGatesWaitOrFail(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rs   fakeGates
+		want string
+	}{
+		{"open", fakeGates{{Gate: "alerts", Reason: "no matching alert firing"}}, "ok    reboot gates   alerts: no matching alert firing"},
+		{"holding", fakeGates{{Gate: "alerts", Hold: true, Reason: "firing: EtcdDown"}}, "WAIT  reboot gates   holding a reboot: alerts: firing: EtcdDown"},
+		{"unknown", fakeGates{{Gate: "alerts", Hold: true, Unknown: true, Reason: "cannot read alerts: refused"},
+			{Gate: "command", Hold: true, Reason: "/bin/false: exit status 1"}},
+			"FAIL  reboot gates   holding a reboot: alerts: cannot read alerts: refused; command: /bin/false: exit status 1"},
+	} {
+		d := good()
+		d.Gates = tc.rs
+		rep := d.Run(context.Background())
+		if got := rep[len(rep)-1].String(); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

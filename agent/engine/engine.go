@@ -23,6 +23,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/update-agent/update-agent/agent/logging"
 	"github.com/update-agent/update-agent/agent/state"
 )
 
@@ -444,8 +445,12 @@ func (e *Engine) record(prev, st state.State, ev Event, act Action, obs Obs) {
 	e.log.Debug("decision", "state", prev.Phase, "event", ev.eventName(), "next_state", st.Phase, "action", act.Kind, "reason", act.Reason)
 	if act.Failed != "" {
 		f := st.Failures[st.Target.Checksum]
-		e.log.Error("update step failed", "step", act.Failed, "state", st.Phase, "target_checksum", st.Target.Checksum,
-			"failures", f.Count, "set_aside", f.SetAside, "retry_at", f.RetryAt, "err", f.LastError)
+		attrs := []any{"step", act.Failed, "state", st.Phase, "target_checksum", st.Target.Checksum,
+			"failures", f.Count, "set_aside", f.SetAside, "retry_at", f.RetryAt, "err", f.LastError}
+		if f.SetAside {
+			attrs = append(attrs, logging.MessageID(logging.IDSetAside))
+		}
+		e.log.Error("update step failed", attrs...)
 		if e.o.Metrics != nil {
 			e.o.Metrics.Failed(act.Failed)
 		}
@@ -454,7 +459,11 @@ func (e *Engine) record(prev, st state.State, ev Event, act Action, obs Obs) {
 		e.log.Warn(st.LastError, "state", st.Phase, "target_checksum", st.Target.Checksum, "event", ev.eventName())
 	}
 	if prev.Phase != st.Phase {
-		e.log.Info("state changed", "from", prev.Phase, "state", st.Phase, "target_checksum", st.Target.Checksum, "event", ev.eventName())
+		attrs := []any{"from", prev.Phase, "state", st.Phase, "target_checksum", st.Target.Checksum, "event", ev.eventName()}
+		if id := transitionMessageID(prev.Phase, st.Phase, act.Failed); id != "" {
+			attrs = append(attrs, logging.MessageID(id))
+		}
+		e.log.Info("state changed", attrs...)
 	}
 	if e.o.Metrics != nil {
 		e.o.Metrics.SetPhase(st.Phase)

@@ -83,6 +83,11 @@ type Result struct {
 	Gate   string `json:"gate"`
 	Hold   bool   `json:"hold"`
 	Reason string `json:"reason"`
+	// Unknown: the gate could not be evaluated (an unreachable
+	// Alertmanager, a command that did not start or timed out); it holds
+	// all the same. doctor tells this (broken) from a gate that holds
+	// (waiting).
+	Unknown bool `json:"unknown,omitempty"`
 }
 
 // Evaluate returns one result per evaluated gate, in a fixed order.
@@ -119,7 +124,7 @@ func alarms(in Inputs) Result {
 	r := Result{Gate: GateAlarms}
 	switch {
 	case in.AlarmsErr != nil:
-		r.Hold, r.Reason = true, fmt.Sprintf("cannot list etcd alarms: %v", in.AlarmsErr)
+		r.Hold, r.Unknown, r.Reason = true, true, fmt.Sprintf("cannot list etcd alarms: %v", in.AlarmsErr)
 	case len(in.Alarms) > 0:
 		var s []string
 		for _, a := range in.Alarms {
@@ -132,8 +137,8 @@ func alarms(in Inputs) Result {
 	return r
 }
 
-// firing is kured's and Alertmanager's notion: active and neither silenced
-// nor inhibited.
+// firing is Alertmanager's notion: active and neither silenced nor
+// inhibited.
 func firing(a Alert) bool {
 	return a.State == "active" && len(a.SilencedBy) == 0 && len(a.InhibitedBy) == 0
 }
@@ -141,7 +146,7 @@ func firing(a Alert) bool {
 func alerts(in Inputs) Result {
 	r := Result{Gate: GateAlerts}
 	if in.AlertsErr != nil {
-		r.Hold, r.Reason = true, fmt.Sprintf("cannot read alerts: %v", in.AlertsErr)
+		r.Hold, r.Unknown, r.Reason = true, true, fmt.Sprintf("cannot read alerts: %v", in.AlertsErr)
 		return r
 	}
 	var names []string
@@ -166,7 +171,9 @@ func command(c CommandResult) Result {
 	argv := strings.Join(c.Argv, " ")
 	switch {
 	case c.TimedOut:
-		r.Hold, r.Reason = true, fmt.Sprintf("%s: timed out", argv)
+		r.Hold, r.Unknown, r.Reason = true, true, fmt.Sprintf("%s: timed out", argv)
+	case c.Err != nil && c.ExitCode < 0:
+		r.Hold, r.Unknown, r.Reason = true, true, fmt.Sprintf("%s: %v", argv, c.Err)
 	case c.Err != nil:
 		r.Hold, r.Reason = true, fmt.Sprintf("%s: %v", argv, c.Err)
 	default:
@@ -179,7 +186,7 @@ func spacing(in Inputs) Result {
 	r := Result{Gate: GateSpacing}
 	switch {
 	case in.SpacingErr != nil:
-		r.Hold, r.Reason = true, fmt.Sprintf("cannot read the group's last release: %v", in.SpacingErr)
+		r.Hold, r.Unknown, r.Reason = true, true, fmt.Sprintf("cannot read the group's last release: %v", in.SpacingErr)
 	case in.Spacing.Active:
 		r.Hold, r.Reason = true, fmt.Sprintf("%s released its reboot slot recently; next reboot of the group in %s (lock.min_interval)",
 			in.Spacing.By, in.Spacing.Left.Round(time.Second))

@@ -5,8 +5,10 @@ package logging
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -46,16 +48,62 @@ func NewJournalHandler(level slog.Level) *JournalHandler {
 
 func (h *JournalHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
 
+// Handle sends r with its own attributes written into MESSAGE as well as
+// in fields: `journalctl -u update-agent` shows MESSAGE alone, and "reboot
+// gate" without the gate and its reason tells an operator nothing. The
+// handler's context (node, group) stays in fields only (-o verbose).
 func (h *JournalHandler) Handle(_ context.Context, r slog.Record) error {
 	vars := map[string]string{"SYSLOG_IDENTIFIER": "update-agent"}
 	for _, a := range h.attrs {
 		addField(vars, "", a)
 	}
+	// SUMMARY is the bare message, for programs that match on it.
+	vars[SummaryField] = r.Message
 	prefix := strings.Join(h.groups, "_")
-	r.Attrs(func(a slog.Attr) bool { addField(vars, prefix, a); return true })
+	var msg strings.Builder
+	msg.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == messageIDKey {
+			vars["MESSAGE_ID"] = a.Value.String()
+			return true
+		}
+		addField(vars, prefix, a)
+		appendText(&msg, strings.Join(h.groups, "."), a)
+		return true
+	})
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.send(r.Message, priority(r.Level), vars)
+	return h.send(msg.String(), priority(r.Level), vars)
+}
+
+// SummaryField is the journal field holding the message without its
+// attributes ("reboot gate"), for programs matching on the event.
+const SummaryField = "SUMMARY"
+
+// appendText writes a as " key=value" (groups dotted, values quoted when
+// they need it), as slog's text handler would.
+func appendText(b *strings.Builder, prefix string, a slog.Attr) {
+	a.Value = a.Value.Resolve()
+	key := a.Key
+	if prefix != "" && key != "" {
+		key = prefix + "." + key
+	} else if key == "" {
+		key = prefix
+	}
+	if a.Value.Kind() == slog.KindGroup {
+		for _, g := range a.Value.Group() {
+			appendText(b, key, g)
+		}
+		return
+	}
+	if key == "" {
+		return
+	}
+	v := a.Value.String()
+	if v == "" || strings.ContainsAny(v, " =\"\t\n\\") {
+		v = strconv.Quote(v)
+	}
+	fmt.Fprintf(b, " %s=%s", key, v)
 }
 
 func (h *JournalHandler) WithAttrs(attrs []slog.Attr) slog.Handler {

@@ -197,7 +197,8 @@ func TestDaemonRefusesAnotherDriver(t *testing.T) {
 	root := configRoot(t, map[string]string{"50-test.toml": "[agent]\nrpm_ostree = \"" + bin.RpmOstree + "\"\n[lock]\nenabled = false\n"})
 	t.Setenv("NOTIFY_SOCKET", "")
 	code, _, stderr := runIn("daemon", "--root", root)
-	if code != exitFailure || !strings.Contains(stderr, "driven by zincati (zincati.service)") {
+	if code != exitForeignDriver || !strings.Contains(stderr, "driven by zincati (zincati.service)") ||
+		!strings.Contains(stderr, "systemctl mask --now zincati.service") {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
 }

@@ -18,6 +18,15 @@ type doctorFailed struct{ n int }
 
 func (e doctorFailed) Error() string { return fmt.Sprintf("doctor: %d check(s) failed", e.n) }
 
+// doctorWaiting is doctor's verdict when nothing failed but the cluster
+// holds reboots now (an alarm, an unhealthy member, a gate): exit 3, so a
+// script tells "misconfigured" (1) from "waiting" (3).
+type doctorWaiting struct{ n int }
+
+func (e doctorWaiting) Error() string {
+	return fmt.Sprintf("doctor: no check failed; %d check(s) found reboots held now (WAIT)", e.n)
+}
+
 // runDoctor checks, with the merged configuration, what the agent needs
 // from this host and its cluster, one line per check.
 func runDoctor(env *cmdEnv, args []string) error {
@@ -36,7 +45,8 @@ func runDoctor(env *cmdEnv, args []string) error {
 			Endpoints:   cfg.Etcd.Endpoints,
 			LockEnabled: cfg.Lock.Enabled, LockGroup: cfg.Lock.Group, LockSlots: cfg.Lock.Slots,
 			GuardEnabled: cfg.Guard.Enabled, MetricsURL: cfg.Guard.MetricsURL, LocalUnit: cfg.Etcd.LocalUnit,
-			StagingPaths: cfg.Staging.Paths, Scheduler: cfg.Staging.Scheduler,
+			StagingPaths: cfg.Staging.Paths, Scheduler: cfg.Staging.Scheduler, DriverName: driverName,
+			Username: cfg.Etcd.Username, MoveLeader: cfg.Leader.MoveLeader,
 		},
 		OS:      &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}},
 		Cgroups: doctor.SystemdCgroups{Root: *root},
@@ -64,6 +74,9 @@ func runDoctor(env *cmdEnv, args []string) error {
 	}
 	if n := rep.Failed(); n > 0 {
 		return doctorFailed{n}
+	}
+	if n := rep.Waiting(); n > 0 {
+		return doctorWaiting{n}
 	}
 	return nil
 }

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/update-agent/update-agent/agent/etcdclient"
 	"github.com/update-agent/update-agent/tests/etcdtest"
 	"github.com/update-agent/update-agent/tests/rpmostree/standintest"
 )
@@ -59,8 +64,8 @@ paths = []
 	broken := configRoot(t, map[string]string{"50-test.toml": conf("/nonexistent/rpm-ostree", "http://127.0.0.1:1")})
 	code, out, stderr = runIn("doctor", "--root", broken)
 	t.Logf("doctor, broken:\n%s%s", out, stderr)
-	if code != exitFailure || !strings.Contains(stderr, "doctor: 8 check(s) failed") {
-		t.Errorf("exit %d, want %d with 8 failed checks", code, exitFailure)
+	if code != exitFailure || !strings.Contains(stderr, "doctor: 9 check(s) failed") {
+		t.Errorf("exit %d, want %d with 9 failed checks", code, exitFailure)
 	}
 	for _, want := range []string{
 		"FAIL  etcd           no endpoint accepted a status request: http://127.0.0.1:1: ",
@@ -111,8 +116,56 @@ password_file = "/etc/etcd-password"
 		t.Fatal(err)
 	}
 	code, out, stderr = runIn("doctor", "--root", withAuth)
-	if !strings.Contains(out, "ok    etcd           reachable at "+ep+", TLS and auth accepted; 1 member(s)") {
+	if !strings.Contains(out, "ok    etcd           reachable at "+ep+", TLS and auth accepted; 1 member(s)") ||
+		!strings.Contains(out, "ok    etcd rights    user root has the root role: the lock prefix and MoveLeader allowed") {
 		t.Errorf("auth on, user root: exit %d:\n%s%s", code, out, stderr)
+	}
+
+	// A user allowed on the lock prefix only (what the TLS example used to
+	// ask for): the lock works, MoveLeader would be refused at a leader's
+	// reboot, so doctor fails while leader.move_leader is on.
+	pwFile := filepath.Join(t.TempDir(), "root-password")
+	if err := os.WriteFile(pwFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := etcdclient.New(etcdclient.Options{Endpoints: []string{ep}, CAFile: pki.CAFile, CertFile: pki.ClientCertFile,
+		KeyFile: pki.ClientKey, Username: "root", PasswordFile: pwFile, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ctx := t.Context()
+	for _, step := range []func() error{
+		func() error { _, err := admin.RoleAdd(ctx, "update-agent"); return err },
+		func() error {
+			_, err := admin.RoleGrantPermission(ctx, "update-agent", "/update-agent/", clientv3.GetPrefixRangeEnd("/update-agent/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := admin.UserAdd(ctx, "agent", "pw"); return err },
+		func() error { _, err := admin.UserGrantRole(ctx, "agent", "update-agent"); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// etcd checks a password with bcrypt: on a loaded CI machine that can
+	// take longer than the 1 s dial timeout above.
+	tlsFiles["60-auth.toml"] = "[etcd]\nusername = \"agent\"\npassword_file = \"/etc/etcd-password\"\ndial_timeout = \"10s\"\n"
+	tlsFiles["../../etcd-password"] = "pw\n"
+	for _, moveLeader := range []bool{true, false} {
+		tlsFiles["70-leader.toml"] = fmt.Sprintf("[leader]\nmove_leader = %v\n", moveLeader)
+		lockOnly := configRoot(t, tlsFiles)
+		if err := os.Chmod(filepath.Join(lockOnly, "etc/etcd-password"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out, stderr = runIn("doctor", "--root", lockOnly)
+		want := "FAIL  etcd rights    user agent lacks the root role: MoveLeader (leader.move_leader = true) is an admin call"
+		if !moveLeader {
+			want = "ok    etcd rights    user agent may use the lock prefix; no admin call needed (leader.move_leader = false)"
+		}
+		if !strings.Contains(out, want) || !strings.Contains(out, "ok    etcd           reachable at ") {
+			t.Errorf("auth on, user agent, move_leader %v: exit %d, lacks %q:\n%s%s", moveLeader, code, want, out, stderr)
+		}
 	}
 }
 

@@ -25,6 +25,10 @@ import (
 // alone, for a host that runs no agent (the daemon serves it too when
 // fleetlock.listen is set).
 func runFleetLock(env *cmdEnv, args []string) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		printVerbs(env.stdout, "fleetlock")
+		return nil
+	}
 	if len(args) == 0 || args[0] != "serve" {
 		return usageError{"fleetlock: expected 'serve'"}
 	}

@@ -27,6 +27,10 @@ func runLock(env *cmdEnv, args []string) error {
 	if len(args) == 0 {
 		return usageError{"lock: expected 'status' or 'release <node>'"}
 	}
+	if isHelp(args[0]) {
+		printVerbs(env.stdout, "lock")
+		return nil
+	}
 	switch args[0] {
 	case "status":
 		return runLockStatus(env, args[1:])
@@ -151,6 +155,10 @@ func runLockRelease(env *cmdEnv, args []string) error {
 		fmt.Fprintln(fs.Output(), "Usage: update-agent lock release [--root DIR] [--group G] <node | fleetlock:<id>>")
 		fmt.Fprintln(fs.Output(), "Frees the node's reboot slot (and its place in line) now, without waiting for its lease to expire.")
 		fs.PrintDefaults()
+		fmt.Fprintln(fs.Output(), "\nExamples:")
+		for _, e := range examples["lock release"] {
+			fmt.Fprintf(fs.Output(), "  %s\n", e)
+		}
 	}
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)

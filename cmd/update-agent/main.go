@@ -11,15 +11,22 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/update-agent/update-agent/agent/adapters"
 	"github.com/update-agent/update-agent/agent/etcdclient"
 )
 
 // Exit codes: distinct so that systemd and scripts can tell them apart.
 const (
-	exitOK        = 0
-	exitFailure   = 1
-	exitUsage     = 2
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+	// exitWaiting: doctor found nothing wrong, but reboots are held now.
+	exitWaiting   = 3
 	exitBadConfig = 78 // EX_CONFIG from sysexits.h; RestartPreventExitStatus in the unit
+	// exitForeignDriver: another update driver (zincati) owns this host;
+	// like a bad configuration, restarting cannot fix it (also in
+	// RestartPreventExitStatus).
+	exitForeignDriver = 79
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -76,13 +83,18 @@ func exitCode(err error, stderr io.Writer) int {
 	var ue usageError
 	var ce configError
 	var ece *etcdclient.ConfigError
+	var dw doctorWaiting
 	switch {
+	case errors.As(err, &dw):
+		return exitWaiting
 	case errors.As(err, &ue):
 		return exitUsage
 	case errors.As(err, &ce), errors.As(err, &ece):
 		// A TLS or password file found bad only when the client is built
 		// is still a configuration error: systemd must not restart into it.
 		return exitBadConfig
+	case errors.Is(err, adapters.ErrForeignDriver):
+		return exitForeignDriver
 	default:
 		return exitFailure
 	}
@@ -120,6 +132,7 @@ func printUsage(w io.Writer) {
 func newFlags(env *cmdEnv, name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("update-agent "+name, flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
+	fs.Usage = usageWithExamples(fs, name)
 	return fs
 }
 

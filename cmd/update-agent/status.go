@@ -13,6 +13,7 @@ import (
 	"github.com/update-agent/update-agent/agent/control"
 	"github.com/update-agent/update-agent/agent/engine"
 	"github.com/update-agent/update-agent/agent/etcdmember"
+	"github.com/update-agent/update-agent/agent/gates"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/state"
 )
@@ -27,6 +28,13 @@ type statusReport struct {
 	Lock     *lockReport           `json:"lock,omitempty"`
 	Etcd     *etcdReport           `json:"etcd,omitempty"`
 	Staging  *engine.StagingReport `json:"last_staging,omitempty"`
+	// Gates is the reboot gates' last evaluation (while holding a slot).
+	Gates *gatesReport `json:"gates,omitempty"`
+}
+
+type gatesReport struct {
+	At      time.Time      `json:"at"`
+	Results []gates.Result `json:"results"`
 }
 
 type lockReport struct {
@@ -53,6 +61,11 @@ func (a *agent) report(ctx context.Context) statusReport {
 	snap := a.engine.Snapshot()
 	r := statusReport{Node: a.node, Version: version, Strategy: a.cfg.Reboot.Strategy,
 		Engine: snap, Staging: snap.LastStaging}
+	if a.gateLog != nil {
+		if rs, at := a.gateLog.Last(); rs != nil {
+			r.Gates = &gatesReport{At: at, Results: rs}
+		}
+	}
 	if a.etcd == nil {
 		return r
 	}
@@ -156,6 +169,22 @@ func printStatus(w io.Writer, r statusReport, now time.Time) {
 	line("Reboot window", "%s", window(r, now))
 	if l := r.Lock; l != nil {
 		line("Reboot slot", "%s", slot(l, r.Node, st))
+		for _, p := range l.Pending {
+			who := p.Node
+			if p.Member != "" {
+				who += " (etcd member " + p.Member + ")"
+			}
+			line("Pending update", "%s: %s, announced %s", who, short(p.Target), ago(p.AnnouncedAt, now))
+		}
+	}
+	if g := r.Gates; g != nil {
+		for _, res := range g.Results {
+			verdict := "open"
+			if res.Hold {
+				verdict = "HOLDS"
+			}
+			line("Reboot gate", "%s %s: %s (checked %s)", res.Gate, verdict, res.Reason, ago(g.At, now))
+		}
 	}
 	if e := r.Etcd; e != nil {
 		switch {

@@ -54,6 +54,8 @@ type agent struct {
 	engine   *engine.Engine
 	window   engine.Window
 	status   func(string)
+	// gateLog is the reboot gates' last evaluation, for status.
+	gateLog *adapters.GateLog
 }
 
 // rooted prefixes an absolute host path with --root (tests, the guest).

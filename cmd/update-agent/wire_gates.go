@@ -34,7 +34,8 @@ func (a *agent) wireGates() (*adapters.Gates, *adapters.Host, error) {
 			Users: systemd.UserSessions,
 		}
 	}
-	return &adapters.Gates{C: chk, Node: a.node, Log: a.log}, host, nil
+	a.gateLog = &adapters.GateLog{}
+	return &adapters.Gates{C: chk, Node: a.node, Log: a.log, Seen: a.gateLog}, host, nil
 }
 
 // gateChecker builds the gates of the config; the daemon and doctor share it.

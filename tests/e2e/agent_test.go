@@ -97,7 +97,7 @@ func startEntry(t *testing.T, g *guest.Guest, bootID string) map[string]any {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if e["MESSAGE"] == "update-agent starting" && e["_BOOT_ID"] == bootID {
+		if e["SUMMARY"] == "update-agent starting" && e["_BOOT_ID"] == bootID {
 			return e
 		}
 	}

@@ -274,7 +274,7 @@ func guardDecisions(t *testing.T, g *guest.Guest) (map[string]int, string) {
 		if e["ETCD_CPU_WAIT_SHARE"] != nil {
 			n["cpu_wait_logged"]++
 		}
-		switch e["MESSAGE"] {
+		switch e["SUMMARY"] {
 		case "latency guard baseline":
 			if e["SIGNAL"] == "etcd_cpu_wait" && e["SHARE"] != nil {
 				n["cpu_wait_baseline"]++

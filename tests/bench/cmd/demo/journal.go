@@ -245,7 +245,7 @@ func followUntilReleased(ctx context.Context, g *guest.Guest) error {
 }
 
 // hidden are journal fields that say nothing to a reader of the timeline.
-var hidden = map[string]bool{"MESSAGE": true, "PRIORITY": true, "SYSLOG_IDENTIFIER": true,
+var hidden = map[string]bool{"MESSAGE": true, "SUMMARY": true, "PRIORITY": true, "SYSLOG_IDENTIFIER": true,
 	"SYSLOG_FACILITY": true, "SYSLOG_PID": true, "SYSLOG_TIMESTAMP": true, "CODE_FILE": true, "CODE_LINE": true,
 	"CODE_FUNC": true, "INVOCATION_ID": true, "MESSAGE_ID": true, "TID": true, "UNIT": true,
 	"USER_UNIT": true, "USER_INVOCATION_ID": true, "JOB_ID": true, "JOB_TYPE": true, "JOB_RESULT": true,
@@ -273,7 +273,11 @@ func line(e entry, t0 time.Time) string {
 	}
 	sort.Strings(kv)
 	d := e.at().Sub(t0).Round(100 * time.Millisecond)
-	return fmt.Sprintf("+%-8s %-16s %s  %s", d, unit, e.str("MESSAGE"), strings.Join(kv, " "))
+	msg := e.str("MESSAGE")
+	if s := e.str("SUMMARY"); s != "" {
+		msg = s // the agent's MESSAGE repeats its fields, listed here already
+	}
+	return fmt.Sprintf("+%-8s %-16s %s  %s", d, unit, msg, strings.Join(kv, " "))
 }
 
 // printTimeline prints the agent, the daemon that writes the update, the
