@@ -128,15 +128,20 @@ func (c corrupt) Error() string        { return c.err.Error() }
 func (c corrupt) Unwrap() error        { return c.err }
 func (c corrupt) Is(target error) bool { return target == ErrCorrupt }
 
-// SetAsideSuffix is in the name of a record set aside by SetAside.
-const SetAsideSuffix = ".corrupt-"
+// Why a record is set aside; the kind is in its new name.
+const (
+	// Corrupt: it does not parse.
+	Corrupt = "corrupt"
+	// Newer: a newer agent wrote it, in a schema this one cannot read.
+	Newer = "newer"
+)
 
-// SetAside renames a record its reader cannot parse to
-// <name>.corrupt-<now, UTC>, durably, and returns the new path: the agent
+// SetAside renames a record its reader cannot use to
+// <name>.<kind>-<now, UTC>, durably, and returns the new path: the agent
 // goes on without it, and an operator can still read it (doctor reports it
 // until it is deleted).
-func SetAside(path string, now time.Time) (string, error) {
-	to := path + SetAsideSuffix + now.UTC().Format("20060102T150405Z")
+func SetAside(path, kind string, now time.Time) (string, error) {
+	to := path + "." + kind + "-" + now.UTC().Format("20060102T150405Z")
 	if err := os.Rename(path, to); err != nil {
 		return "", fmt.Errorf("setting aside %s: %w", path, err)
 	}
@@ -158,7 +163,7 @@ func SetAsideIn(dir string) ([]string, error) {
 	}
 	var out []string
 	for _, e := range ents {
-		if strings.Contains(e.Name(), SetAsideSuffix) {
+		if n := e.Name(); strings.Contains(n, "."+Corrupt+"-") || strings.Contains(n, "."+Newer+"-") {
 			out = append(out, filepath.Join(dir, e.Name()))
 		}
 	}

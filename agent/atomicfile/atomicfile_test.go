@@ -116,7 +116,7 @@ func TestSetAside(t *testing.T) {
 	if _, err := ReadJSON(dir, &v); err == nil || errors.Is(err, ErrCorrupt) {
 		t.Fatalf("a directory read as a record: %v", err)
 	}
-	to, err := SetAside(p, time.Date(2026, 12, 5, 7, 8, 9, 0, time.FixedZone("x", 3600)))
+	to, err := SetAside(p, Corrupt, time.Date(2026, 12, 5, 7, 8, 9, 0, time.FixedZone("x", 3600)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -207,7 +207,7 @@ func TestRecordsSetAside(t *testing.T) {
 	if err := os.WriteFile(p, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	aside, err := atomicfile.SetAside(p, time.Now())
+	aside, err := atomicfile.SetAside(p, atomicfile.Corrupt, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -323,7 +323,7 @@ func (o Options) loadCurrent() (State, error) {
 // line says all of it; failures are in it and fail nothing (the record is
 // gone, retrying could not do better).
 func (o Options) recoverCorrupt(readErr error) {
-	to, err := atomicfile.SetAside(o.StateFile, time.Now())
+	to, err := atomicfile.SetAside(o.StateFile, atomicfile.Corrupt, time.Now())
 	if err != nil {
 		o.log().Error("disk queue record unreadable and cannot be set aside", "state_file", o.StateFile, "err", errors.Join(readErr, err))
 		return

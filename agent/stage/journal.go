@@ -85,7 +85,7 @@ func (s *Stager) loadJournal() (*journal, error) {
 // they are (fsync on is the durable setting; runtime properties end with
 // the boot).
 func (s *Stager) setAsideJournal(readErr error) (*journal, error) {
-	to, err := atomicfile.SetAside(s.journalPath(), time.Now())
+	to, err := atomicfile.SetAside(s.journalPath(), atomicfile.Corrupt, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("reading staging changes: %w (and %w)", readErr, err)
 	}

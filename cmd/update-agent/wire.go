@@ -127,7 +127,7 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 		Hooks:   hooks,
 		Gates:   gateCheck,
 		Host:    host,
-		Store:   state.Store{Dir: a.stateDir},
+		Store:   state.Store{Dir: a.stateDir, Log: a.log},
 		BootID:  func() (string, error) { return readBootID(root) },
 		Policy:  a.policy(),
 		Log:     a.log,
