@@ -292,6 +292,15 @@ func (d *decider) lastChecks() Action {
 	return Action{Kind: ActPrecheck, Reason: "last checks before finalizing"}
 }
 
+// resumeFinalizing: a new process in the boot that issued (or was about to
+// issue) finalize-deployment. It may have run: the staged deployment may be
+// unlocked, and any reboot would apply it. Never finalize blind, never
+// give the slot back while it is staged: discard it first.
+func (d *decider) resumeFinalizing() Action {
+	d.st.LastError = "agent restarted in the boot that finalized (or was about to): the staged deployment may be unlocked; discarding it before giving the slot back"
+	return d.abortFinalize()
+}
+
 // awaitReboot: finalize-deployment succeeded; the reboot should follow
 // within RebootTimeout, measured on this process's monotonic clock
 // (Obs.RebootWait). Once it is overdue in the same boot, the staged

@@ -71,7 +71,12 @@ func TestDecideAwaitReboot(t *testing.T) {
 		{name: "stale tick, not finalized in this process, same boot: discard before the release", st: fin, ev: Ticked{}, os: staged,
 			wantPhase: state.Releasing, wantAct: ActCleanup, wantWhy: "discarding"},
 		{name: "agent restarted in the same boot: discard before the release, whatever the wall clock", st: fin, ev: Recovered{}, os: staged, at: t0.Add(-5 * time.Hour),
-			wantPhase: state.Releasing, wantAct: ActCleanup},
+			wantPhase: state.Releasing, wantAct: ActCleanup,
+			check: func(t *testing.T, s state.State, a Action) {
+				if !strings.Contains(s.LastError, "restarted in the boot that finalized") {
+					t.Errorf("the journal does not say what happened: %q", s.LastError)
+				}
+			}},
 		{name: "new boot: the reboot happened, whatever the wall clock", st: fin, ev: Started{}, boot: "b2", os: rebootd, at: t0.Add(-5 * time.Hour),
 			wantPhase: state.Verifying, wantAct: ActRecover},
 		{name: "new boot long after: the reboot happened", st: fin, ev: Started{}, boot: "b2", os: rebootd, at: t0.Add(50 * time.Hour),
