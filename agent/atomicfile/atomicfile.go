@@ -14,6 +14,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 )
 
 // Write replaces path with data and mode perm. The directory must exist.
@@ -109,9 +111,63 @@ func readJSON(path string, v any, strict bool) (bool, error) {
 		dec.DisallowUnknownFields()
 	}
 	if err := dec.Decode(v); err != nil {
-		return true, fmt.Errorf("parsing %s: %w", path, err)
+		return true, fmt.Errorf("parsing %s: %w", path, corrupt{err})
 	}
 	return true, nil
+}
+
+// ErrCorrupt: the record was read but is not what its reader can parse
+// (torn by a disk fault, edited, or of another schema). errors.Is finds
+// it in ReadJSON's and ReadJSONStrict's errors; an I/O error is not it.
+var ErrCorrupt = errors.New("corrupt record")
+
+// corrupt marks a parse error as ErrCorrupt and keeps its text.
+type corrupt struct{ err error }
+
+func (c corrupt) Error() string        { return c.err.Error() }
+func (c corrupt) Unwrap() error        { return c.err }
+func (c corrupt) Is(target error) bool { return target == ErrCorrupt }
+
+// Why a record is set aside; the kind is in its new name.
+const (
+	// Corrupt: it does not parse.
+	Corrupt = "corrupt"
+	// Newer: a newer agent wrote it, in a schema this one cannot read.
+	Newer = "newer"
+)
+
+// SetAside renames a record its reader cannot use to
+// <name>.<kind>-<now, UTC>, durably, and returns the new path: the agent
+// goes on without it, and an operator can still read it (doctor reports it
+// until it is deleted).
+func SetAside(path, kind string, now time.Time) (string, error) {
+	to := path + "." + kind + "-" + now.UTC().Format("20060102T150405Z")
+	if err := os.Rename(path, to); err != nil {
+		return "", fmt.Errorf("setting aside %s: %w", path, err)
+	}
+	if err := SyncDir(filepath.Dir(path)); err != nil {
+		return "", fmt.Errorf("setting aside %s: %w", path, err)
+	}
+	return to, nil
+}
+
+// SetAsideIn lists the records set aside in dir (doctor fails on them); a
+// directory that does not exist holds none.
+func SetAsideIn(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if n := e.Name(); strings.Contains(n, "."+Corrupt+"-") || strings.Contains(n, "."+Newer+"-") {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out, nil
 }
 
 // Remove removes the record at path, durably; a record already gone is

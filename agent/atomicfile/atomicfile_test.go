@@ -1,10 +1,12 @@
 package atomicfile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestWriteReplacesAndLeavesNoTemp(t *testing.T) {
@@ -96,5 +98,38 @@ func TestReadJSONCompatAndStrict(t *testing.T) {
 	os.WriteFile(p, []byte(`{"a":`), 0o600)
 	if _, err := ReadJSON(p, &got); err == nil || !strings.HasPrefix(err.Error(), "parsing "+p+": ") {
 		t.Errorf("torn record: %v", err)
+	}
+}
+
+// TestSetAside: a record that does not parse is ErrCorrupt (an I/O error is
+// not), and set aside it is listed until it is deleted.
+func TestSetAside(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "rec.json")
+	if err := os.WriteFile(p, []byte(`{"a":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var v struct{ A int }
+	if _, err := ReadJSON(p, &v); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), p) {
+		t.Fatalf("torn record: %v", err)
+	}
+	if _, err := ReadJSON(dir, &v); err == nil || errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a directory read as a record: %v", err)
+	}
+	to, err := SetAside(p, Corrupt, time.Date(2026, 12, 5, 7, 8, 9, 0, time.FixedZone("x", 3600)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := p + ".corrupt-20261205T060809Z"; to != want {
+		t.Errorf("set aside as %s, want %s", to, want)
+	}
+	if found, err := ReadJSON(p, &v); found || err != nil {
+		t.Errorf("the record is still there: %v %v", found, err)
+	}
+	if got, err := SetAsideIn(dir); err != nil || len(got) != 1 || got[0] != to {
+		t.Errorf("listed %v, %v", got, err)
+	}
+	if got, err := SetAsideIn(filepath.Join(dir, "none")); err != nil || len(got) != 0 {
+		t.Errorf("missing dir: %v, %v", got, err)
 	}
 }

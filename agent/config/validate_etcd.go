@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -62,6 +63,34 @@ func (k *checker) etcd(e *Etcd) {
 	if e.AllowQuorumLoss && !k.c.Leader.RequireQuorum {
 		k.failRel("etcd.allow_quorum_loss", []string{"leader.require_quorum"},
 			"has no effect while leader.require_quorum is false (nothing is checked); set one of them")
+	}
+}
+
+// CheckDaemon checks what only the daemon needs (it reboots the host);
+// stage-once and the FleetLock server read the same files without these
+// rules. check-config reports them too. The errors name file and key.
+func (c *Config) CheckDaemon() error {
+	k := &checker{c: c, root: "/"}
+	k.memberNeedsLock(&c.Etcd)
+	return errors.Join(k.errs...)
+}
+
+// memberNeedsLock refuses lock.enabled = false where the configuration says
+// this host runs an etcd member: without the lock there is no slot, no
+// quorum check and no leader move, and the member would reboot as soon as
+// its update is staged, with other members down or not. (With etcd.member
+// = "auto" and no etcd.local_unit the configuration cannot tell; doctor
+// says that the node reboots without a slot.)
+func (k *checker) memberNeedsLock(e *Etcd) {
+	if k.c.Lock.Enabled {
+		return
+	}
+	const why = "must be true on a host that runs an etcd member (%s = %q): without the lock it would reboot with no slot, quorum check or leader move"
+	switch {
+	case e.LocalUnit != "":
+		k.failRel("lock.enabled", []string{"etcd.local_unit"}, why, "etcd.local_unit", e.LocalUnit)
+	case e.Member != "auto" && strings.TrimSpace(e.Member) != "":
+		k.failRel("lock.enabled", []string{"etcd.member"}, why, "etcd.member", e.Member)
 	}
 }
 

@@ -230,3 +230,29 @@ func TestTLSFilesResolvedUnderRoot(t *testing.T) {
 		t.Fatalf("missing key: %v", err)
 	}
 }
+
+// TestDaemonNeedsLockOnMember: lock.enabled = false is refused for the
+// daemon where etcd.local_unit or etcd.member says the host runs a member,
+// naming the file that disabled the lock; a worker (member "auto", no
+// local unit) may run without it, and stage-once's Load accepts both.
+func TestDaemonNeedsLockOnMember(t *testing.T) {
+	for _, tt := range []struct{ frag, want string }{
+		{"[lock]\nenabled = false\n[etcd]\nlocal_unit = \"etcd.service\"", `lock.enabled: must be true on a host that runs an etcd member (etcd.local_unit = "etcd.service"): without the lock`},
+		{"[lock]\nenabled = false\n[etcd]\nmember = \"cp1\"", `lock.enabled: must be true on a host that runs an etcd member (etcd.member = "cp1")`},
+		{"[lock]\nenabled = false\n[etcd]\nendpoints = []", ""},
+		{"[etcd]\nlocal_unit = \"etcd.service\"\nmember = \"cp1\"", ""},
+	} {
+		root := writeTree(t, map[string]string{etcDir + "50-x.toml": tt.frag + "\n"})
+		c, _, err := Load(root)
+		if err != nil {
+			t.Fatalf("%s: Load: %v", tt.frag, err)
+		}
+		err = c.CheckDaemon()
+		switch want := filepath.Join(root, etcDir, "50-x.toml") + ": " + tt.want; {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", tt.frag, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: error\n%v\nwant\n%s", tt.frag, err, want)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/update-agent/update-agent/agent/atomicfile"
 	"github.com/update-agent/update-agent/agent/etcdmember"
 	"github.com/update-agent/update-agent/agent/gates"
 	"github.com/update-agent/update-agent/agent/guard"
@@ -152,6 +153,10 @@ type Inputs struct {
 	// DriverName is the update-driver name the daemon registers with
 	// rpm-ostree: any other registered driver (zincati) fails the check.
 	DriverName string
+	// StateDir is agent.state_dir: records set aside there as unreadable
+	// fail the "records" check until an operator deletes them. "": no
+	// such check.
+	StateDir string
 }
 
 // Doctor runs the checks.
@@ -222,7 +227,25 @@ func (d Doctor) Run(ctx context.Context) Report {
 	if d.Gates != nil {
 		add("reboot gates", d.gates)
 	}
+	if d.In.StateDir != "" {
+		add("records", d.records)
+	}
 	return r
+}
+
+// records fails while a record the agent could not parse lies set aside
+// (atomicfile.SetAside): what it recorded was undone only as far as the
+// agent could without it, and the journal line at the time said what.
+func (d Doctor) records(context.Context) (string, error) {
+	aside, err := atomicfile.SetAsideIn(d.In.StateDir)
+	if err != nil {
+		return "", fmt.Errorf("listing %s: %w", d.In.StateDir, err)
+	}
+	if len(aside) > 0 {
+		return "", fmt.Errorf("unreadable record(s) set aside: %s; the journal says what was recovered without them; delete them once checked",
+			strings.Join(aside, ", "))
+	}
+	return "none set aside in " + d.In.StateDir, nil
 }
 
 func (d Doctor) reach(ctx context.Context) (string, error) {

@@ -5,9 +5,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/update-agent/update-agent/agent/atomicfile"
 	"github.com/update-agent/update-agent/agent/etcdmember"
 	"github.com/update-agent/update-agent/agent/gates"
 	"github.com/update-agent/update-agent/agent/lock"
@@ -243,5 +247,36 @@ func TestGatesWaitOrFail(t *testing.T) {
 		if got := rep[len(rep)-1].String(); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestRecordsSetAside: doctor fails while an unreadable record lies set
+// aside in the state directory, and passes once it is deleted.
+func TestRecordsSetAside(t *testing.T) {
+	dir := t.TempDir()
+	d := good()
+	d.In.StateDir = dir
+	line := func() Result {
+		t.Helper()
+		rep := d.Run(context.Background())
+		return rep[len(rep)-1]
+	}
+	if r := line(); !r.OK || r.Check != "records" {
+		t.Fatalf("no record set aside: %s", r)
+	}
+	p := filepath.Join(dir, "iosched.json")
+	if err := os.WriteFile(p, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	aside, err := atomicfile.SetAside(p, atomicfile.Corrupt, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := line(); r.OK || !strings.Contains(r.Detail, aside) {
+		t.Errorf("with %s set aside: %s", aside, r)
+	}
+	os.Remove(aside)
+	if r := line(); !r.OK {
+		t.Errorf("after deleting it: %s", r)
 	}
 }

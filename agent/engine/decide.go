@@ -77,6 +77,9 @@ func (d *decider) onCleanedUp(ev CleanedUp) Action {
 	if ev.Err != nil {
 		return d.retry("discarding the staged deployment", ev.Err)
 	}
+	if d.unlockedStaged() && d.st.Phase == state.Releasing && d.st.Queued {
+		return d.retry("discarding the staged deployment", fmt.Errorf("%s is still staged after the cleanup; keeping the slot", d.obs.OS.Staged.Checksum))
+	}
 	if d.st.Phase == state.Staging {
 		return Action{Kind: ActStage, Reason: "staging " + d.st.Target.Checksum}
 	}
@@ -289,12 +292,30 @@ func (d *decider) lastChecks() Action {
 	return Action{Kind: ActPrecheck, Reason: "last checks before finalizing"}
 }
 
+// resumeFinalizing: a new process in the boot that issued (or was about to
+// issue) finalize-deployment. It may have run: the staged deployment may be
+// unlocked, and any reboot would apply it. Never finalize blind, never
+// give the slot back while it is staged: discard it first.
+func (d *decider) resumeFinalizing() Action {
+	d.st.LastError = "agent restarted in the boot that finalized (or was about to): the staged deployment may be unlocked; discarding it before giving the slot back"
+	return d.abortFinalize()
+}
+
 // awaitReboot: finalize-deployment succeeded; the reboot should follow
-// within RebootTimeout.
+// within RebootTimeout, measured on this process's monotonic clock
+// (Obs.RebootWait). Once it is overdue in the same boot, the staged
+// deployment is unlocked and ANY later reboot would apply it: it is
+// discarded, and release() keeps the slot until rpm-ostree shows it gone.
+// Not finalized by this process (a stale tick): the same, like a restart.
 func (d *decider) awaitReboot() Action {
-	if deadline := d.st.Since.Add(d.pol.RebootTimeout); d.now.Before(deadline) {
-		return d.wait(deadline, "rebooting into "+d.st.Target.Checksum)
+	if !d.obs.FinalizedHere {
+		d.st.LastError = "finalize-deployment was not seen to succeed in this process and the boot has not changed"
+		return d.abortFinalize()
 	}
-	act := d.fail("finalize", fmt.Errorf("no reboot within %s of finalize-deployment", d.pol.RebootTimeout))
+	if left := d.pol.RebootTimeout - d.obs.RebootWait; left > 0 {
+		return d.wait(d.now.Add(left), "rebooting into "+d.st.Target.Checksum)
+	}
+	act := d.fail("finalize", fmt.Errorf("no reboot %s after finalize-deployment (same boot %s, monotonic clock): the unlocked staged deployment would be applied by any reboot, so it is discarded before the slot is given back",
+		d.obs.RebootWait.Round(time.Second), d.obs.BootID))
 	return d.abortFinalize().withFailure(act)
 }

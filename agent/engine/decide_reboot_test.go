@@ -37,12 +37,6 @@ func TestDecideFinalizeAfterBoot(t *testing.T) {
 		{name: "slot lost before finalize: no finalize", st: rec(state.HoldingSlot), ev: Prechecked{Safe: true, SlotLost: true}, os: staged, wantPhase: state.Staged, wantAct: ActQueryOrder},
 		{name: "moved: check again", st: rec(state.HoldingSlot), ev: LeaderMoved{}, os: staged, wantPhase: state.HoldingSlot, wantAct: ActPrecheck},
 		{name: "finalize issued: wait for the reboot", st: rec(state.Finalizing), ev: FinalizeDone{}, os: staged, wantPhase: state.Finalizing, wantAct: ActWait, wantWhy: "rebooting"},
-		{name: "no reboot came: discard, release, count", st: rec(state.Finalizing), ev: Ticked{}, os: staged, wantPhase: state.Releasing, wantAct: ActCleanup,
-			check: func(t *testing.T, s state.State, a Action) {
-				if s.Failures[tgt.Checksum].Count != 1 || s.Locked != "" {
-					t.Errorf("%+v", s)
-				}
-			}},
 		{name: "already unlocked: cleanup and stage again, never loop", st: rec(state.Finalizing), ev: FinalizeDone{Err: errors.New("x: staged deployment already unlocked")}, os: staged,
 			wantPhase: state.Releasing, wantAct: ActCleanup},
 		{name: "checksum mismatch: cleanup", st: rec(state.Finalizing), ev: FinalizeDone{Err: errors.New("staged deployment checksum mismatch")}, os: staged, wantPhase: state.Releasing, wantAct: ActCleanup},
@@ -70,10 +64,10 @@ func TestDecideFinalizeAfterBoot(t *testing.T) {
 					t.Errorf("after the wait: %s, %s", next.Phase, act.Kind)
 				}
 			}},
-		{name: "inhibited a third time: set aside", st: rec(state.Finalizing, failed(2, false)), ev: FinalizeDone{Err: ErrInhibited}, os: staged,
-			wantPhase: state.Releasing, wantAct: ActRelease,
+		{name: "inhibited a third time: set aside, discarded before the release", st: rec(state.Finalizing, failed(2, false)), ev: FinalizeDone{Err: ErrInhibited}, os: staged,
+			wantPhase: state.Releasing, wantAct: ActCleanup,
 			check: func(t *testing.T, s state.State, a Action) {
-				if f := s.Failures[tgt.Checksum]; !f.SetAside || s.Locked != "" || !a.Withdraw {
+				if f := s.Failures[tgt.Checksum]; !f.SetAside || s.Locked != "" {
 					t.Errorf("failure %+v, locked %q, action %+v", f, s.Locked, a)
 				}
 			}},

@@ -199,11 +199,15 @@ func TestDecideWindowSlotHooks(t *testing.T) {
 					t.Errorf("locked %q, action %+v; want the announcement withdrawn during the backoff", s.Locked, a)
 				}
 			}},
-		{name: "third hook failure: set aside, withdraw, unlock the record", st: rec(state.HoldingSlot, failed(2, false)), ev: HooksDone{Err: errBoom}, os: staged,
-			wantPhase: state.Releasing, wantAct: ActRelease,
+		{name: "third hook failure: set aside, unlock the record, discard before the release", st: rec(state.HoldingSlot, failed(2, false)), ev: HooksDone{Err: errBoom}, os: staged,
+			wantPhase: state.Releasing, wantAct: ActCleanup,
 			check: func(t *testing.T, s state.State, a Action) {
-				if f := s.Failures[tgt.Checksum]; f.Count != 3 || !f.SetAside || s.Locked != "" || !a.Withdraw {
+				if f := s.Failures[tgt.Checksum]; f.Count != 3 || !f.SetAside || s.Locked != "" || a.Failed != "hooks" {
 					t.Errorf("failure %+v, locked %q, action %+v", f, s.Locked, a)
+				}
+				next, act := Decide(s, CleanedUp{}, Obs{BootID: s.BootID, OS: booted, Recovered: true}, testPolicy(), t0)
+				if next.Phase != state.Releasing || act.Kind != ActRelease || !act.Withdraw {
+					t.Errorf("after the cleanup: %s, %+v", next.Phase, act)
 				}
 			}},
 		{name: "released after set aside: discard the staged deployment", st: rec(state.Releasing, failed(3, true)), ev: Released{}, os: staged,

@@ -81,6 +81,8 @@ type decideCase struct {
 	boot      string
 	pol       func(*Policy)
 	updateNow bool
+	obs       func(*Obs) // changes to the observation (default: recovered, boot b1)
+	at        time.Time  // the wall clock (default t0)
 	wantPhase state.Phase
 	wantAct   ActionKind
 	wantWhy   string // substring of the action's reason
@@ -121,7 +123,14 @@ func runDecide(t *testing.T, cases []decideCase) {
 			}
 			before := c.st.Clone()
 			obs := Obs{BootID: boot, OS: c.os, Recovered: true, UpdateNow: c.updateNow, Rand: 0.5}
-			st, act := Decide(c.st, c.ev, obs, pol, t0)
+			if c.obs != nil {
+				c.obs(&obs)
+			}
+			now := c.at
+			if now.IsZero() {
+				now = t0
+			}
+			st, act := Decide(c.st, c.ev, obs, pol, now)
 			if st.Phase != c.wantPhase || act.Kind != c.wantAct {
 				t.Fatalf("got %s / %s, want %s / %s", st.Phase, act, c.wantPhase, c.wantAct)
 			}

@@ -85,6 +85,9 @@ type Engine struct {
 	log       *slog.Logger
 	wake      chan struct{}
 	recovered bool
+	// finalized: when finalize-deployment succeeded in this process (a
+	// monotonic reading; zero when not, or no longer, finalizing).
+	finalized time.Time
 
 	mu        sync.Mutex
 	snap      Snapshot
@@ -191,6 +194,12 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.log.Warn("cannot observe the host; retrying", "err", err, "state", st.Phase)
 			e.wait(ctx, e.o.Clock.Now().Add(e.o.Policy.RecheckInterval))
 			continue
+		}
+		if st.Phase != state.Finalizing {
+			e.finalized = time.Time{}
+		}
+		if !e.finalized.IsZero() {
+			obs.FinalizedHere, obs.RebootWait = true, e.o.Clock.Since(e.finalized)
 		}
 		next, act := Decide(st, ev, obs, e.o.Policy, e.o.Clock.Now())
 		if _, ok := ev.(Checked); ok {
@@ -305,7 +314,11 @@ func (e *Engine) do(ctx context.Context, st state.State, act Action) Event {
 	case ActFence:
 		return FenceDone{Err: e.busy(ctx, func() error { return o.Lock.Fence(ctx) })}
 	case ActFinalize:
-		return FinalizeDone{Err: e.busy(ctx, func() error { return o.OS.Finalize(ctx, st.Locked) })}
+		err := e.busy(ctx, func() error { return o.OS.Finalize(ctx, st.Locked) })
+		if err == nil {
+			e.finalized = o.Clock.Now() // time.Now's monotonic reading: Since ignores clock steps
+		}
+		return FinalizeDone{Err: err}
 	case ActVerify:
 		var ev VerifyDone
 		ev.Err = e.busy(ctx, func() (err error) {

@@ -166,6 +166,13 @@ type Obs struct {
 	UpdateNow bool
 	// Rand in [0,1) feeds jitter, so Decide stays a pure function.
 	Rand float64
+	// FinalizedHere: finalize-deployment succeeded in this process (in this
+	// boot); RebootWait is how long ago, on the process's monotonic clock.
+	// A reboot is judged overdue by this, never by comparing wall-clock
+	// times (a clock step of hours must change nothing). A changed boot ID
+	// is what says the reboot happened.
+	FinalizedHere bool
+	RebootWait    time.Duration
 }
 
 // Policy is the configured behaviour Decide follows.
@@ -190,7 +197,8 @@ type Policy struct {
 	RequireSafe bool
 	// RecheckInterval paces waits for etcd, quorum and health.
 	RecheckInterval time.Duration
-	// RebootTimeout: finalize succeeded but no reboot came by then.
+	// RebootTimeout: finalize succeeded but no reboot came by then
+	// (Obs.RebootWait, monotonic).
 	RebootTimeout time.Duration
 	// LoggedInDelay: after the notice, while users are logged in, the
 	// last checks and the fence wait up to this long for them to log out

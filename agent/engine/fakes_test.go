@@ -218,6 +218,9 @@ func (w *world) Release(ctx context.Context) error {
 	if w.holding() && w.downWhileHolding {
 		w.violate("slot released after a reboot before the member was checked")
 	}
+	if w.holding() && w.staged != "" && !w.locked {
+		w.violate("slot released while unlocked staged deployment %s waits for any reboot", w.staged)
+	}
 	w.leases = map[int64]bool{}
 	return nil
 }

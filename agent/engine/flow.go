@@ -39,7 +39,7 @@ var flow = []route{
 		state.Staged:      at((*decider).staged),
 		state.WaitingSlot: at((*decider).resumeLease),
 		state.HoldingSlot: at((*decider).resumeLease),
-		state.Finalizing:  at((*decider).abortFinalize),
+		state.Finalizing:  at((*decider).resumeFinalizing),
 		state.Verifying:   at((*decider).resumeLease),
 		state.Releasing:   at((*decider).release),
 	}},

@@ -350,7 +350,19 @@ func (d *decider) release() Action {
 	if d.st.CheckHealth {
 		return Action{Kind: ActVerify, Reason: "the host rebooted while holding the slot; checking the local etcd member before releasing"}
 	}
+	if d.unlockedStaged() {
+		// Any reboot, planned or not, would apply it: with the slot gone,
+		// another node could be down at the same time.
+		return Action{Kind: ActCleanup, Reason: "discarding staged deployment " + d.obs.OS.Staged.Checksum + " before giving the slot back: the agent does not (or no longer) hold it locked"}
+	}
 	return Action{Kind: ActRelease, Reason: "releasing the reboot slot", Withdraw: d.st.Locked == ""}
+}
+
+// unlockedStaged: a deployment is staged that the agent does not hold
+// locked (finalized, someone else's, or about to be discarded).
+func (d *decider) unlockedStaged() bool {
+	s := d.obs.OS.Staged
+	return s != nil && (d.st.Locked == "" || s.Checksum != d.st.Locked)
 }
 
 func (d *decider) released() Action {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/update-agent/update-agent/agent/atomicfile"
 	"github.com/update-agent/update-agent/agent/oplog"
@@ -44,6 +45,10 @@ type Options struct {
 	// BootIDPath is where the current boot's ID is read (tests); ""
 	// is the kernel's. The record is of kernel state: a reboot resets it.
 	BootIDPath string
+	// Disks returns the disks the window changes (those behind the
+	// staging paths); only a record that does not parse needs them
+	// (recoverCorrupt). nil: none known.
+	Disks func() ([]string, error)
 }
 
 // Change is one disk's original settings ("" / 0: not changed).
@@ -280,6 +285,10 @@ func Restore(o Options) error {
 // made in another boot, and stamps it with the current boot.
 func (o Options) loadCurrent() (State, error) {
 	st, err := load(o.StateFile)
+	if errors.Is(err, atomicfile.ErrCorrupt) {
+		o.recoverCorrupt(err)
+		st, err = State{}, nil
+	}
 	if err != nil {
 		return st, err
 	}
@@ -301,6 +310,62 @@ func (o Options) loadCurrent() (State, error) {
 	}
 	st.BootID = boot
 	return st, nil
+}
+
+// recoverCorrupt: a record that does not parse would fail every restore
+// and every staging until an operator deleted it. It is set aside (doctor
+// fails while it is there). The originals it held are lost; what is known
+// is that the window selects o.Scheduler, which is the window's only (bfq
+// is not left on a disk for good: it had a kernel lockup on control-plane
+// disks). So the disks behind the staging paths that still run it get the
+// kernel's own default back (what a reboot would give, udev rules aside),
+// which resets nr_requests too; max_sectors_kb stays as it is. One journal
+// line says all of it; failures are in it and fail nothing (the record is
+// gone, retrying could not do better).
+func (o Options) recoverCorrupt(readErr error) {
+	to, err := atomicfile.SetAside(o.StateFile, atomicfile.Corrupt, time.Now())
+	if err != nil {
+		o.log().Error("disk queue record unreadable and cannot be set aside", "state_file", o.StateFile, "err", errors.Join(readErr, err))
+		return
+	}
+	var reset []string
+	var errs []error
+	if o.Scheduler != "" && o.Disks != nil {
+		disks, err := o.Disks()
+		errs = append(errs, err)
+		for _, d := range disks {
+			cur, offered, err := o.readScheduler(d)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			def := o.kernelDefault(d, offered)
+			if cur != o.Scheduler || def == "" || def == cur {
+				continue
+			}
+			if err := o.write(d, "scheduler", def); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			reset = append(reset, d+"="+def)
+		}
+	}
+	o.log().Error("disk queue record unreadable: set aside; disks behind the staging paths still on the window's scheduler set to the kernel's default (nr_requests follows), max_sectors_kb left as it is; delete the file once checked",
+		"set_aside", to, "window_scheduler", o.Scheduler, "reset", strings.Join(reset, " "), "err", readErr, "failed", errors.Join(errs...))
+}
+
+// kernelDefault is the scheduler the kernel selects for a disk by itself
+// (elevator_get_default): mq-deadline for a single hardware queue, none
+// for several; "" when the one it would pick is not offered.
+func (o Options) kernelDefault(disk string, offered []string) string {
+	def := "none"
+	if hw, err := os.ReadDir(filepath.Join(o.sys(), "block", disk, "mq")); err != nil || len(hw) <= 1 {
+		def = "mq-deadline"
+	}
+	if !contains(offered, def) {
+		return ""
+	}
+	return def
 }
 
 func contains(l []string, s string) bool {

@@ -359,3 +359,51 @@ func TestApplyDropsAnEarlierBootsRecord(t *testing.T) {
 		t.Errorf("state %+v, want %+v", st, want)
 	}
 }
+
+// A record that does not parse is set aside, not failed on forever: the
+// disks behind the staging paths still on the window's scheduler get the
+// kernel's default back (mq-deadline for one hardware queue, none for
+// several), other disks are left alone, and Restore and Apply go on.
+func TestCorruptRecordSetAside(t *testing.T) {
+	sys := fakeSys(t)
+	for _, d := range []string{"vda", "vdb", "vdc"} {
+		if err := os.WriteFile(filepath.Join(sys, "block", d, "queue", "scheduler"), []byte("mq-deadline kyber [bfq] none\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{"vdb/mq/0", "vdc/mq/0", "vdc/mq/1"} {
+		if err := os.MkdirAll(filepath.Join(sys, "block", q), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	o := Options{SysRoot: sys, Scheduler: "bfq", BootIDPath: bootID(t, "boot-1"), StateFile: filepath.Join(dir, "iosched.json"),
+		ModprobeArgv: []string{"modprobe"}, Runner: &fakeModprobe{sys: sys},
+		Disks: func() ([]string, error) { return []string{"vdb", "vdc"}, nil }}
+	if err := os.WriteFile(o.StateFile, []byte(`{"changes":[{"disk":"vd`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Restore(o); err != nil {
+		t.Fatalf("restore with a corrupt record: %v", err)
+	}
+	for d, want := range map[string]string{"vda": "bfq", "vdb": "mq-deadline", "vdc": "none"} {
+		if got, _, _ := o.readScheduler(d); got != want {
+			t.Errorf("%s: scheduler %q, want %q", d, got, want)
+		}
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 || !strings.HasPrefix(ents[0].Name(), "iosched.json.corrupt-") {
+		t.Fatalf("state dir holds %v, want only the set-aside record", ents)
+	}
+	// The next staging records the defaults as the originals, not bfq.
+	if err := os.WriteFile(o.StateFile, []byte(`{`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(sys, "block", "vdb", "queue", "scheduler"), []byte("mq-deadline kyber [bfq] none\n"), 0o644)
+	if err := Apply(context.Background(), o, []string{"vdb"}); err != nil {
+		t.Fatalf("apply with a corrupt record: %v", err)
+	}
+	if st, err := load(o.StateFile); err != nil || len(st.Changes) != 1 || st.Changes[0].Scheduler != "mq-deadline" {
+		t.Errorf("recorded %+v, %v; want vdb's original mq-deadline", st, err)
+	}
+}

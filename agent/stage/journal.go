@@ -1,8 +1,10 @@
 package stage
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/update-agent/update-agent/agent/atomicfile"
 	"github.com/update-agent/update-agent/agent/state"
@@ -61,6 +63,9 @@ func (s *Stager) saveJournal(j *journal) error {
 func (s *Stager) loadJournal() (*journal, error) {
 	var j journal
 	found, err := atomicfile.ReadJSON(s.journalPath(), &j)
+	if errors.Is(err, atomicfile.ErrCorrupt) {
+		return s.setAsideJournal(err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading staging changes: %w", err)
 	}
@@ -68,6 +73,30 @@ func (s *Stager) loadJournal() (*journal, error) {
 		return nil, nil
 	}
 	return &j, nil
+}
+
+// setAsideJournal: a journal that does not parse would fail every recovery
+// until an operator deleted it. It is set aside (doctor fails while it is
+// there) and replaced by what this stager knows it may have changed
+// without it: its own units (thawed, a running staging unit stopped), the
+// daemon's drop-in (its name is fixed) and the scheduler (iosched keeps its
+// own record). The old values of the repo's per-object fsync setting and of
+// the daemon's runtime properties were only in the journal: they stay as
+// they are (fsync on is the durable setting; runtime properties end with
+// the boot).
+func (s *Stager) setAsideJournal(readErr error) (*journal, error) {
+	to, err := atomicfile.SetAside(s.journalPath(), atomicfile.Corrupt, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("reading staging changes: %w (and %w)", readErr, err)
+	}
+	s.log.Error("staging undo record unreadable: set aside; undoing what the stager knows without it (units, drop-in, scheduler); the repo's core.per-object-fsync and rpm-ostreed's runtime properties stay as they are; delete the file once checked",
+		"set_aside", to, "err", readErr)
+	j := &journal{BootID: s.bootID(), StagingUnit: s.o.StagingUnit, DaemonUnit: s.o.DaemonUnit,
+		Scheduler: s.o.Scheduler != "" || s.o.NrRequests > 0 || s.o.MaxSectorsKB > 0}
+	if s.o.DaemonUnit != "" {
+		j.DropIn = systemd.DropInPath(s.o.RuntimeUnitDir, s.o.DaemonUnit, DropInName)
+	}
+	return j, nil
 }
 
 func (s *Stager) removeJournal() error {

@@ -230,11 +230,13 @@ func New(o Options, d Deps) (*Stager, error) {
 	}
 	s := &Stager{o: o, d: d, sched: d.Scheduler, log: o.Log}
 	if s.sched == nil {
+		res := iosched.Resolver{SysRoot: o.SysRoot}
 		s.sched = IOSched{
-			Resolver: iosched.Resolver{SysRoot: o.SysRoot},
+			Resolver: res,
 			Options: iosched.Options{SysRoot: o.SysRoot, Scheduler: o.Scheduler, NrRequests: o.NrRequests,
 				MaxSectorsKB: o.MaxSectorsKB, Keep: o.KeepScheduler, StateFile: filepath.Join(o.StateDir, "iosched.json"),
-				ModprobeArgv: o.ModprobeArgv, Runner: d.Runner, Log: o.Log, BootIDPath: o.BootIDPath},
+				ModprobeArgv: o.ModprobeArgv, Runner: d.Runner, Log: o.Log, BootIDPath: o.BootIDPath,
+				Disks: func() ([]string, error) { return res.Disks(o.Paths) }},
 		}
 	}
 	return s, nil

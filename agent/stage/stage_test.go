@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/update-agent/update-agent/agent/atomicfile"
 	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/systemd"
 )
@@ -550,22 +551,52 @@ func TestUndoThawsWhatTheGuardLeftFrozen(t *testing.T) {
 	e.assertUndone(t)
 }
 
-// A journal that cannot be read names nothing, but the units this stager
-// freezes are known: a frozen rpm-ostreed must not outlive a bad file.
-func TestRecoverThawsWithUnreadableJournal(t *testing.T) {
+// A journal that does not parse names nothing, but the units this stager
+// freezes, its drop-in and the scheduler's own record are known: it is set
+// aside (doctor fails on it) and those are undone, so a bad file wedges no
+// recovery; the next one finds nothing to do.
+func TestRecoverSetsAsideUnreadableJournal(t *testing.T) {
 	e := newEnv(t)
 	e.sys.units[daemonUnit].frozen = true
+	e.sched.applied = []string{"vdb"} // the window's scheduler still on the disk
 	if err := os.MkdirAll(e.stateDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(e.stateDir, "staging-undo.json"), []byte(`{"staging_unit": "upd`), 0o600); err != nil {
+	journal := filepath.Join(e.stateDir, "staging-undo.json")
+	if err := os.WriteFile(journal, []byte(`{"staging_unit": "upd`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.stager(t, nil).Recover(context.Background()); err == nil {
-		t.Error("recover with an unreadable journal: no error")
+	if err := os.MkdirAll(filepath.Dir(e.dropIn()), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.dropIn(), []byte("[Service]\nIOWeight=10\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := e.stager(t, nil)
+	if err := s.Recover(context.Background()); err != nil {
+		t.Fatalf("recover with an unreadable journal: %v", err)
 	}
 	if e.sys.units[daemonUnit].frozen {
 		t.Errorf("%s left frozen: %v", daemonUnit, e.sys.calls)
+	}
+	if _, err := os.Stat(e.dropIn()); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("drop-in left: %v", err)
+	}
+	if e.sched.restores != 1 {
+		t.Errorf("scheduler restored %d times, want 1", e.sched.restores)
+	}
+	aside, err := atomicfile.SetAsideIn(e.stateDir)
+	if err != nil || len(aside) != 1 || !strings.HasPrefix(aside[0], journal+".corrupt-") {
+		t.Fatalf("set aside: %v, %v", aside, err)
+	}
+	if b, _ := os.ReadFile(aside[0]); string(b) != `{"staging_unit": "upd` {
+		t.Errorf("set-aside content %q", b)
+	}
+	if _, err := os.Stat(journal); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("journal still there: %v", err)
+	}
+	if err := s.Recover(context.Background()); err != nil {
+		t.Errorf("the next recovery: %v", err)
 	}
 }
 

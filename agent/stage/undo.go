@@ -105,8 +105,10 @@ func (s *Stager) Recover(ctx context.Context) error {
 func (s *Stager) recover(ctx context.Context) error {
 	j, err := s.loadJournal()
 	if err != nil {
-		// Unreadable: what it names is unknown, but the units this stager
-		// would have frozen are known; a frozen rpm-ostreed never answers.
+		// Unreadable (an I/O error; one that does not parse is set aside
+		// by loadJournal): what it names is unknown, but the units this
+		// stager would have frozen are known; a frozen rpm-ostreed never
+		// answers.
 		s.thawNamed(ctx, s.o.StagingUnit, s.o.DaemonUnit)
 		return err
 	}

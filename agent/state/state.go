@@ -7,7 +7,9 @@ package state
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,9 +21,18 @@ import (
 // FileName is the record's name inside the state directory.
 const FileName = "engine.json"
 
-// schemaVersion changes when a field changes meaning; an unknown version is
-// an error rather than a guess.
-const schemaVersion = 1
+// The record's schema is versioned "version.minor". version (the major)
+// changes when a field changes meaning or goes: a reader of another major
+// cannot trust any field. minor changes when fields are only added: a
+// reader of the same major and a lower minor reads the fields it knows and
+// drops the others (an agent after an OS rollback meeting its successor's
+// record). This agent writes 1.0; the minor is left out of the file while
+// it is 0, so agents from before it was kept (which refuse unknown fields)
+// still read this agent's records.
+const (
+	schemaVersion = 1
+	schemaMinor   = 0
+)
 
 // Phase is where the update in flight is. Each phase is written before the
 // step it names starts (a write-ahead record), so a restart knows what may
@@ -74,9 +85,11 @@ type Failure struct {
 
 // State is the persisted record.
 type State struct {
-	Version int    `json:"version"`
-	Phase   Phase  `json:"phase"`
-	Target  Target `json:"target"`
+	Version int `json:"version"`
+	// Minor: fields added since (see schemaVersion).
+	Minor  int    `json:"minor,omitempty"`
+	Phase  Phase  `json:"phase"`
+	Target Target `json:"target"`
 	// Locked is the checksum of the staged deployment the agent staged with
 	// --lock-finalization; empty when the agent has nothing staged.
 	Locked string `json:"locked,omitempty"`
@@ -140,28 +153,99 @@ func (s State) Equal(o State) bool {
 // Store reads and writes the record in Dir.
 type Store struct {
 	Dir string
+	// Log gets the line saying that a record was set aside (Load); nil:
+	// slog's default.
+	Log *slog.Logger
+	// Now names a set-aside record (default time.Now).
+	Now func() time.Time
 }
 
 // Path is the record's file.
 func (s Store) Path() string { return filepath.Join(s.Dir, FileName) }
 
 // Load returns the persisted record, or an Idle record when there is none.
+//
+// It never fails on the record's content, so the agent never restarts in a
+// loop on it: a record that does not parse, of an unknown phase, or of a
+// newer major version is set aside (engine.json.corrupt-<time> or
+// .newer-<time>; doctor fails while it is there) and Load returns, and
+// persists, a record that starts from the host's actual state
+// conservatively (FromHost). A record of the same major and a newer minor
+// is read for the fields this agent knows. Only an I/O error is an error.
 func (s Store) Load() (State, error) {
+	var head struct {
+		Version int `json:"version"`
+		Minor   int `json:"minor"`
+	}
+	found, err := atomicfile.ReadJSON(s.Path(), &head)
+	switch {
+	case errors.Is(err, atomicfile.ErrCorrupt):
+		return s.setAside(atomicfile.Corrupt, err.Error())
+	case err != nil:
+		return State{}, fmt.Errorf("reading state: %w", err)
+	case !found:
+		return State{Version: schemaVersion, Phase: Idle}, nil
+	case head.Version > schemaVersion:
+		return s.setAside(atomicfile.Newer, fmt.Sprintf("written by a newer agent in schema %d.%d; this agent reads %d.x", head.Version, head.Minor, schemaVersion))
+	case head.Version != schemaVersion:
+		return s.setAside(atomicfile.Corrupt, fmt.Sprintf("unknown schema version %d (this agent reads %d)", head.Version, schemaVersion))
+	}
 	var st State
-	found, err := atomicfile.ReadJSONStrict(s.Path(), &st)
-	if err != nil {
+	read := atomicfile.ReadJSONStrict
+	if head.Minor > schemaMinor {
+		read = atomicfile.ReadJSON // a newer minor only added fields
+	}
+	if _, err := read(s.Path(), &st); err != nil {
+		if errors.Is(err, atomicfile.ErrCorrupt) {
+			return s.setAside(atomicfile.Corrupt, err.Error())
+		}
 		return State{}, fmt.Errorf("reading state: %w", err)
 	}
-	if !found {
-		return State{Version: schemaVersion, Phase: Idle}, nil
-	}
-	if st.Version != schemaVersion {
-		return State{}, fmt.Errorf("reading state %s: unknown version %d (this agent writes %d)", s.Path(), st.Version, schemaVersion)
-	}
 	if !validPhase(st.Phase) {
-		return State{}, fmt.Errorf("reading state %s: unknown phase %q", s.Path(), st.Phase)
+		return s.setAside(atomicfile.Corrupt, fmt.Sprintf("unknown phase %q", st.Phase))
+	}
+	if head.Minor > schemaMinor {
+		s.log().Warn("engine record written by a newer agent of the same schema: read for the fields this agent knows; the others are dropped when it is next saved",
+			"path", s.Path(), "schema", fmt.Sprintf("%d.%d", head.Version, head.Minor), "reads", fmt.Sprintf("%d.%d", schemaVersion, schemaMinor))
 	}
 	return st, nil
+}
+
+// FromHost is the record a new agent starts from when the persisted one
+// cannot be used: whatever the other record said, this node may hold a
+// slot, and a staged deployment may be unlocked (finalize-deployment
+// ran). Releasing with the slot possibly held and the member's health to
+// check: the engine checks boot and member health, discards any staged
+// deployment it does not hold locked, gives back whatever slot this node
+// holds, then checks for updates. It never finalizes from here: that
+// takes a slot taken anew.
+func FromHost(why string) State {
+	return State{Version: schemaVersion, Phase: Releasing, Queued: true, CheckHealth: true, LastError: why}
+}
+
+func (s Store) setAside(kind, why string) (State, error) {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	to, err := atomicfile.SetAside(s.Path(), kind, now())
+	if err != nil {
+		return State{}, fmt.Errorf("reading state: %s: %w", why, err)
+	}
+	st := FromHost(fmt.Sprintf("the engine record was set aside as %s (%s); started from the host's state", to, why))
+	if err := s.Save(st); err != nil {
+		return State{}, err
+	}
+	s.log().Error("engine record unusable: set aside; starting from the host's state: any staged deployment the agent does not hold locked is discarded and any slot this node holds released once the local member is healthy; nothing is finalized without a new slot",
+		"set_aside", to, "reason", why)
+	return st, nil
+}
+
+func (s Store) log() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.Default()
 }
 
 func validPhase(p Phase) bool {
@@ -177,7 +261,7 @@ func validPhase(p Phase) bool {
 // rename over the record, fsync of the directory. A crash leaves either the
 // old record or the new one, never a torn one.
 func (s Store) Save(st State) error {
-	st.Version = schemaVersion
+	st.Version, st.Minor = schemaVersion, schemaMinor
 	if err := atomicfile.WriteJSON(s.Path(), st); err != nil {
 		return fmt.Errorf("saving state: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -68,42 +69,113 @@ func TestSaveReplacesAndKeepsOldOnFailure(t *testing.T) {
 	if got.Phase != WaitingSlot || got.LeaseID != 9 {
 		t.Fatalf("got %+v", got)
 	}
-	if os.Geteuid() == 0 {
-		return // root ignores directory permissions
-	}
-	if err := os.Chmod(s.Dir, 0o500); err != nil {
+	// A write that fails half way, for root too: the file size limit
+	// (RLIMIT_FSIZE) cuts the new record's bytes short with EFBIG (the Go
+	// runtime ignores SIGXFSZ). Whatever Save does with the old record
+	// before or while writing shows: replaced in place, it would be torn.
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
 		t.Fatal(err)
 	}
-	defer os.Chmod(s.Dir, 0o700)
-	if err := s.Save(State{Phase: Idle}); err == nil {
-		t.Fatal("save into a read-only dir succeeded")
+	small := lim
+	small.Cur = 16
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &small); err != nil {
+		t.Fatal(err)
 	}
-	got, _ = s.Load()
-	if got.Phase != WaitingSlot {
-		t.Fatalf("failed save changed the record: %+v", got)
+	err := s.Save(State{Phase: Idle, LastError: strings.Repeat("x", 64)})
+	if rerr := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err == nil {
+		t.Fatal("a save cut short by the file size limit succeeded")
+	}
+	got, err = s.Load()
+	if err != nil || got.Phase != WaitingSlot || got.LeaseID != 9 {
+		t.Fatalf("failed save changed the record: %+v, %v", got, err)
+	}
+	if ents, _ := os.ReadDir(s.Dir); len(ents) != 1 {
+		t.Errorf("state dir holds %d entries after the failed save, want only %s", len(ents), FileName)
 	}
 }
 
-func TestLoadRejectsBadRecords(t *testing.T) {
-	for name, body := range map[string]string{
-		"torn":          `{"version":1,"phase":"sta`,
-		"unknown field": `{"version":1,"phase":"idle","surprise":1}`,
-		"version":       `{"version":99,"phase":"idle"}`,
-		"phase":         `{"version":1,"phase":"dancing"}`,
+// TestLoadSetsAsideUnusableRecords: a record this agent cannot use (torn,
+// unknown fields of its own schema, another major, an unknown phase) never
+// fails Load (a daemon exiting on it would restart forever): it is set
+// aside, and the conservative record FromHost is returned and persisted, so
+// the next start reads that.
+func TestLoadSetsAsideUnusableRecords(t *testing.T) {
+	for name, tc := range map[string]struct{ body, kind string }{
+		"torn":          {`{"version":1,"phase":"sta`, ".corrupt-"},
+		"unknown field": {`{"version":1,"phase":"idle","surprise":1}`, ".corrupt-"},
+		"newer major":   {`{"version":2,"minor":1,"phase":"finalizing","locked":"abc","slot":{"n":1}}`, ".newer-"},
+		"no version":    {`{"phase":"idle"}`, ".corrupt-"},
+		"phase":         {`{"version":1,"phase":"dancing"}`, ".corrupt-"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := Store{Dir: t.TempDir()}
-			if err := os.WriteFile(s.Path(), []byte(body), 0o600); err != nil {
+			s := Store{Dir: t.TempDir(), Now: func() time.Time { return time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC) }}
+			if err := os.WriteFile(s.Path(), []byte(tc.body), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := s.Load()
-			if err == nil {
-				t.Fatal("bad record accepted")
+			st, err := s.Load()
+			if err != nil {
+				t.Fatalf("Load failed on it (a daemon would restart forever): %v", err)
 			}
-			if !strings.Contains(err.Error(), s.Path()) {
-				t.Errorf("error %q does not name the file", err)
+			if st.Phase != Releasing || !st.Queued || !st.CheckHealth || st.Locked != "" {
+				t.Errorf("record %+v, want FromHost's", st)
+			}
+			aside := s.Path() + tc.kind + "20261205T080000Z"
+			if b, err := os.ReadFile(aside); err != nil || string(b) != tc.body {
+				t.Errorf("set aside as %s: %q, %v", aside, b, err)
+			}
+			if !strings.Contains(st.LastError, aside) {
+				t.Errorf("status does not say where it went: %q", st.LastError)
+			}
+			again, err := s.Load()
+			if err != nil || !again.Equal(st) {
+				t.Errorf("the next start reads %+v, %v; want %+v", again, err, st)
 			}
 		})
+	}
+}
+
+// TestLoadNewerMinor: a newer agent of the same major that added fields
+// (unknown here) and raised the minor: the fields this agent knows are
+// read, and its own save writes its own schema.
+func TestLoadNewerMinor(t *testing.T) {
+	s := Store{Dir: t.TempDir()}
+	body := `{"version":1,"minor":4,"phase":"holding_slot","target":{"checksum":"abc"},"locked":"abc","queued":true,"lease_id":7,"boot_id":"b1","member_slot":{"name":"cp1"},"hooks_ran":true}`
+	if err := os.WriteFile(s.Path(), []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Phase != HoldingSlot || st.Locked != "abc" || !st.Queued || st.LeaseID != 7 || st.BootID != "b1" || !st.HooksRan {
+		t.Fatalf("read %+v", st)
+	}
+	if aside, _ := filepath.Glob(s.Path() + ".*"); len(aside) != 0 {
+		t.Errorf("set aside: %v", aside)
+	}
+	if err := s.Save(st); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(s.Path())
+	if strings.Contains(string(b), "member_slot") || strings.Contains(string(b), `"minor"`) {
+		t.Errorf("saved %s", b)
+	}
+}
+
+// TestSaveWritesWhatOlderAgentsRead: while the minor is 0 the record holds
+// no "minor" key: agents from before it was kept refuse unknown keys.
+func TestSaveWritesWhatOlderAgentsRead(t *testing.T) {
+	s := Store{Dir: t.TempDir()}
+	if err := s.Save(State{Phase: Idle}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(s.Path())
+	if strings.Contains(string(b), `"minor"`) || !strings.Contains(string(b), `"version": 1`) {
+		t.Errorf("saved %s", b)
 	}
 }
 

@@ -16,6 +16,9 @@ func runCheckConfig(env *cmdEnv, args []string) error {
 		return err
 	}
 	cfg, src, err := config.Load(*root)
+	if err == nil {
+		err = cfg.CheckDaemon() // the daemon's own rules: it reads the same files
+	}
 	for _, w := range src.Warnings {
 		fmt.Fprintf(env.stderr, "warning: %s\n", w)
 	}

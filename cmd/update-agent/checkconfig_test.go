@@ -45,6 +45,8 @@ func TestCheckConfigExitCodes(t *testing.T) {
 		"50-lock.toml": "[lock]\nslots = 0\nslot = 1\n",
 		"60-x.toml":    "[staging]\nnice = 99\n",
 	})
+	member := configRoot(t, map[string]string{"50-nolock.toml": "[lock]\nenabled = false\n[etcd]\nlocal_unit = \"etcd.service\"\n"})
+	memberErr := filepath.Join(member, etcConfD, "50-nolock.toml") + `: lock.enabled: must be true on a host that runs an etcd member (etcd.local_unit = "etcd.service")`
 	tests := []struct {
 		name     string
 		args     []string
@@ -67,6 +69,10 @@ func TestCheckConfigExitCodes(t *testing.T) {
 		{"extra argument", []string{"check-config", "extra"}, exitUsage, nil, []string{"unexpected arguments"}, true},
 		{"unknown flag", []string{"check-config", "--rooot", "/"}, exitUsage, nil, []string{"flag provided but not defined"}, true},
 		{"help", []string{"check-config", "-h"}, exitOK, nil, []string{"-root"}, true},
+		{"no lock on a member host: check-config says so", []string{"check-config", "--root", member}, exitBadConfig, nil,
+			[]string{"error: " + memberErr}, true},
+		{"no lock on a member host: the daemon refuses it", []string{"daemon", "--root", member}, exitBadConfig, nil,
+			[]string{memberErr}, true},
 		{"daemon refuses a bad config", []string{"daemon", "--root", bad}, exitBadConfig, nil,
 			[]string{"bad configuration", "lock.slots: must be >= 1, got 0"}, true},
 	}

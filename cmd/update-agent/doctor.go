@@ -47,6 +47,7 @@ func runDoctor(env *cmdEnv, args []string) error {
 			GuardEnabled: cfg.Guard.Enabled, MetricsURL: cfg.Guard.MetricsURL, LocalUnit: cfg.Etcd.LocalUnit,
 			StagingPaths: cfg.Staging.Paths, Scheduler: cfg.Staging.Scheduler, DriverName: driverName,
 			Username: cfg.Etcd.Username, MoveLeader: cfg.Leader.MoveLeader,
+			StateDir: rooted(*root, cfg.Agent.StateDir),
 		},
 		OS:      &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}},
 		Cgroups: doctor.SystemdCgroups{Root: *root},

@@ -69,6 +69,9 @@ func rooted(root, p string) string {
 // wire builds the agent from cfg. It talks to nothing yet: etcd may come up
 // after the agent, and every port retries on its own.
 func wire(cfg *config.Config, root string, log *slog.Logger, status func(string), beat func()) (*agent, error) {
+	if err := cfg.CheckDaemon(); err != nil {
+		return nil, configError{err}
+	}
 	a := &agent{cfg: cfg, root: root, log: log, stateDir: rooted(root, cfg.Agent.StateDir), status: status}
 	node, err := cfg.Agent.Node()
 	if err != nil {
@@ -126,7 +129,7 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 		Hooks:   hooks,
 		Gates:   gateCheck,
 		Host:    host,
-		Store:   state.Store{Dir: a.stateDir},
+		Store:   state.Store{Dir: a.stateDir, Log: a.log},
 		BootID:  func() (string, error) { return readBootID(root) },
 		Policy:  a.policy(),
 		Log:     a.log,
