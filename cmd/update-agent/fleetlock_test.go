@@ -34,6 +34,13 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// workerDialer connects from 127.0.0.9: the test etcd's members are on
+// 127.0.0.1, and the server refuses FleetLock clients that are members.
+var workerDialer = &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 9)}}
+
+// workerClient is a plain-HTTP FleetLock client from a worker's address.
+var workerClient = &http.Client{Transport: &http.Transport{DialContext: workerDialer.DialContext}, Timeout: 10 * time.Second}
+
 // fleetLockPost sends zincati's request.
 func fleetLockPost(c *http.Client, url, id string) (int, string, error) {
 	body := fmt.Sprintf(`{"client_params":{"id":%q,"group":"default"}}`, id)
@@ -98,7 +105,7 @@ client_ca_file = "/etc/fl/ca.pem"
 			}
 			tc.Certificates = []tls.Certificate{cert}
 		}
-		return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 10 * time.Second}
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: tc, DialContext: workerDialer.DialContext}, Timeout: 10 * time.Second}
 	}
 	url := "https://" + addr + "/v1/pre-reboot"
 	good := client(pki.ClientCertFile, pki.ClientKey)
@@ -191,7 +198,7 @@ func TestDaemonServesFleetLock(t *testing.T) {
 	if err := a.serveFleetLock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	code, body, err := fleetLockPost(http.DefaultClient, "http://"+cfg.FleetLock.Listen+"/v1/pre-reboot", "worker-1")
+	code, body, err := fleetLockPost(workerClient, "http://"+cfg.FleetLock.Listen+"/v1/pre-reboot", "worker-1")
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("pre-reboot: %d %s %v", code, body, err)
 	}
@@ -221,8 +228,9 @@ func TestFleetLockReadsMinInterval(t *testing.T) {
 	if err := a.serveFleetLock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	code, body, err := fleetLockPost(http.DefaultClient, "http://"+cfg.FleetLock.Listen+"/v1/pre-reboot", "worker-1")
+	code, body, err := fleetLockPost(workerClient, "http://"+cfg.FleetLock.Listen+"/v1/pre-reboot", "worker-1")
 	if err != nil || code != http.StatusConflict || !strings.Contains(body, `"kind":"failed_lock_min_interval"`) {
 		t.Fatalf("pre-reboot right after cp1's release: %d %s %v", code, body, err)
 	}
 }
+
