@@ -115,6 +115,11 @@ type Inputs struct {
 	LocalUnit    string
 	StagingPaths []string
 	Scheduler    string // staging.scheduler, "" = leave alone
+	// FleetLockListen and FleetLockTLS: fleetlock.listen and whether
+	// fleetlock.cert_file is set; the FleetLock line is added when listen
+	// is set.
+	FleetLockListen string
+	FleetLockTLS    bool
 }
 
 // Doctor runs the checks.
@@ -182,6 +187,9 @@ func (d Doctor) Run(ctx context.Context) Report {
 	}
 	if d.Gates != nil {
 		add("reboot gates", d.gates)
+	}
+	if d.In.FleetLockListen != "" {
+		add("fleetlock", d.fleetLock)
 	}
 	return r
 }

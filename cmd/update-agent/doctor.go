@@ -37,6 +37,7 @@ func runDoctor(env *cmdEnv, args []string) error {
 			LockEnabled: cfg.Lock.Enabled, LockGroup: cfg.Lock.Group, LockSlots: cfg.Lock.Slots,
 			GuardEnabled: cfg.Guard.Enabled, MetricsURL: cfg.Guard.MetricsURL, LocalUnit: cfg.Etcd.LocalUnit,
 			StagingPaths: cfg.Staging.Paths, Scheduler: cfg.Staging.Scheduler,
+			FleetLockListen: cfg.FleetLock.Listen, FleetLockTLS: cfg.FleetLock.CertFile != "",
 		},
 		OS:      &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}},
 		Cgroups: doctor.SystemdCgroups{Root: *root},
