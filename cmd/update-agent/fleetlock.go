@@ -108,7 +108,9 @@ func listenFleetLock(cfg *config.Config, root string, cli *clientv3.Client, m *m
 	} else {
 		tc, err := fleetlock.TLSConfig(rooted(root, f.CertFile), rooted(root, f.KeyFile), rooted(root, f.ClientCAFile))
 		if err != nil {
-			return nil, nil, err
+			// A file that turned bad after check-config is still a
+			// configuration error: exit 78, systemd does not restart.
+			return nil, nil, configError{err}
 		}
 		serve = func(ctx context.Context, ln net.Listener) error { return s.Serve(ctx, ln, tc) }
 	}

@@ -234,3 +234,24 @@ func TestFleetLockReadsMinInterval(t *testing.T) {
 	}
 }
 
+// TestFleetLockBadTLSIsConfigError: a FleetLock TLS file that turned bad
+// after the configuration was checked (here: never checked) fails the
+// start with exit 78, as a bad configuration, so systemd does not restart
+// into it.
+func TestFleetLockBadTLSIsConfigError(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "cert.pem"), []byte("not a certificate"), 0o600)
+	cfg := config.Default()
+	cfg.Lock.Enabled = false
+	cfg.Etcd.Endpoints = []string{c.Members[0].ClientURL}
+	cfg.FleetLock.Listen = freeAddr(t)
+	cfg.FleetLock.CertFile, cfg.FleetLock.KeyFile = "/cert.pem", "/cert.pem"
+	a := &agent{cfg: cfg, root: root, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: metrics.New(version)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := a.serveFleetLock(ctx)
+	if code := exitCode(err, io.Discard); code != exitBadConfig {
+		t.Fatalf("exit %d (%v), want %d", code, err, exitBadConfig)
+	}
+}
