@@ -255,3 +255,44 @@ func TestFleetLockBadTLSIsConfigError(t *testing.T) {
 		t.Fatalf("exit %d (%v), want %d", code, err, exitBadConfig)
 	}
 }
+
+// TestFleetLockReadsBounds: the server takes fleetlock.allow_ids,
+// allow_networks and max_waiters from the configuration.
+func TestFleetLockReadsBounds(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	cfg := config.Default()
+	cfg.Lock.Enabled = false
+	cfg.Etcd.Endpoints = []string{c.Members[0].ClientURL}
+	cfg.FleetLock.Listen = freeAddr(t)
+	cfg.FleetLock.MaxWaiters = 1
+	cfg.FleetLock.AllowIDs = []string{"worker-1", "worker-2", "worker-3"}
+	cfg.FleetLock.AllowNetworks = []string{"127.0.0.8/29"}
+	a := &agent{cfg: cfg, root: t.TempDir(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: metrics.New(version)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := a.serveFleetLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + cfg.FleetLock.Listen + "/v1/pre-reboot"
+	for _, tc := range []struct {
+		id   string
+		code int
+		kind string
+	}{
+		{"intruder", http.StatusForbidden, `"kind":"client_not_allowed"`},
+		{"worker-1", http.StatusOK, ""},
+		{"worker-2", http.StatusConflict, `"kind":"failed_lock_semaphore_full"`},
+		{"worker-3", http.StatusTooManyRequests, `"kind":"failed_lock_queue_full"`},
+	} {
+		code, body, err := fleetLockPost(workerClient, url, tc.id)
+		if err != nil || code != tc.code || !strings.Contains(body, tc.kind) {
+			t.Fatalf("%s: %d %s %v, want %d %s", tc.id, code, body, err, tc.code, tc.kind)
+		}
+	}
+	// 127.0.0.1 is outside allow_networks (and the test etcd's address).
+	local := &http.Client{Timeout: 10 * time.Second}
+	if code, body, err := fleetLockPost(local, url, "worker-1"); err != nil || code != http.StatusForbidden ||
+		!strings.Contains(body, "not in fleetlock.allow_networks") {
+		t.Fatalf("from 127.0.0.1: %d %s %v", code, body, err)
+	}
+}
