@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/update-agent/update-agent/agent/fleetlock"
+	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/tests/etcdtest"
 )
 
@@ -277,5 +281,34 @@ func TestPlainHTTPWarning(t *testing.T) {
 		if got := strings.Contains(f.buf.String(), "level=WARN msg=\"FLEETLOCK SERVED OVER PLAIN HTTP ON A NON-LOOPBACK ADDRESS"); got != tc.warn {
 			t.Errorf("%s: warning logged %v, want %v:\n%s", tc.addr, got, tc.warn, f.buf.String())
 		}
+	}
+}
+
+// TestOlderEntryAdopted: an entry written by an older server records no
+// client; the first client that asks for it becomes its owner, and a
+// stranger's steady-state is refused from then on.
+func TestOlderEntryAdopted(t *testing.T) {
+	f := newFixture(t, 1)
+	ctx := ctxT(t, 20*time.Second)
+	_, hs := f.server(f.opts(1))
+	key := lock.HoldersPrefix(prefix, "default") + lock.FleetLockNode("worker-1")
+	rec := lock.Record{Node: lock.FleetLockNode("worker-1"), Kind: lock.KindFleetLock, QueuedAt: time.Now().UTC(),
+		LastSeen: time.Now().UTC(), AcquiredAt: time.Now().UTC()}
+	b, _ := json.Marshal(rec)
+	lease, err := f.cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cli.Put(ctx, key, string(b), clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if a := postFrom(t, "127.0.0.2", hs.URL, fleetlock.PathPreReboot, "worker-1", "default"); !a.ok() {
+		t.Fatalf("worker-1 asking for its older entry: %+v", a)
+	}
+	if a := postFrom(t, "127.0.0.66", hs.URL, fleetlock.PathSteadyState, "worker-1", "default"); a.Kind != string(fleetlock.KindNotOwner) {
+		t.Fatalf("stranger after worker-1 adopted its entry: %+v", a)
+	}
+	if a := postFrom(t, "127.0.0.2", hs.URL, fleetlock.PathSteadyState, "worker-1", "default"); !a.ok() {
+		t.Fatal(a)
 	}
 }

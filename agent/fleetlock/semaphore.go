@@ -153,6 +153,11 @@ func (s *semaphore) upsert(ctx context.Context, p Params, key string, c Client) 
 		return false, nil
 	}
 	e.LastSeen = now
+	if e.Client == nil {
+		// An older server's entry: its client from now on is the one
+		// that asks for it.
+		e.Client = &c
+	}
 	ok, err := s.replace(ctx, kv, e)
 	if ok {
 		// The lease may be near its end if no server tended it lately;
