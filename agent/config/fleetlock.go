@@ -1,7 +1,9 @@
 package config
 
 import (
+	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 )
@@ -20,10 +22,45 @@ type FleetLock struct {
 	// MaxHold bounds how long a FleetLock client holds a slot without
 	// reporting steady-state.
 	MaxHold Duration `toml:"max_hold"`
+	// MaxWaiters bounds the FleetLock clients waiting in the group: a new
+	// client beyond it is refused before any etcd lease is made. 0: no
+	// bound.
+	MaxWaiters int `toml:"max_waiters"`
+	// AllowIDs and AllowNetworks, when not empty, are the only client ids
+	// and peer address ranges (CIDRs) of the served group (lock.group)
+	// that may queue.
+	AllowIDs      []string `toml:"allow_ids"`
+	AllowNetworks []string `toml:"allow_networks"`
+}
+
+// Networks parses AllowNetworks (validated at load).
+func (f FleetLock) Networks() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, n := range f.AllowNetworks {
+		p, err := netip.ParsePrefix(n)
+		if err != nil {
+			return nil, fmt.Errorf("fleetlock.allow_networks: %w", err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 func (k *checker) fleetLock(f *FleetLock) {
 	k.positive("fleetlock.max_hold", f.MaxHold)
+	if f.MaxWaiters < 0 {
+		k.fail("fleetlock.max_waiters", "must be >= 0 (0: no bound), got %d", f.MaxWaiters)
+	}
+	for _, id := range f.AllowIDs {
+		if id == "" || len(id) > 253 || strings.ContainsAny(id, "/ \t\n") {
+			k.fail("fleetlock.allow_ids", "%q is not a FleetLock client id (printable, no spaces or '/')", id)
+		}
+	}
+	for _, n := range f.AllowNetworks {
+		if _, err := netip.ParsePrefix(n); err != nil {
+			k.fail("fleetlock.allow_networks", "%q is not a CIDR like \"10.0.0.0/24\": %v", n, err)
+		}
+	}
 	if f.Listen != "" {
 		host, port, err := net.SplitHostPort(f.Listen)
 		n, perr := strconv.Atoi(port)

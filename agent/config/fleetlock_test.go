@@ -18,6 +18,11 @@ func TestFleetLockRules(t *testing.T) {
 		{"[fleetlock]\nclient_ca_file = \"/etc/present.pem\"", "fleetlock.client_ca_file", `client certificates need TLS`},
 		{"[fleetlock]\nlisten = \":8443\"\n[lock]\nenabled = false\n[etcd]\nendpoints = []", "etcd.endpoints", `at least one endpoint is needed while fleetlock.listen is set`},
 		{"[fleetlock]\nport = 8443", "fleetlock.port", `unknown key`},
+		{"[fleetlock]\nmax_waiters = -1", "fleetlock.max_waiters", `must be >= 0 (0: no bound), got -1`},
+		{"[fleetlock]\nallow_networks = [\"10.0.0.0/24\", \"10.0.0.300/24\"]", "fleetlock.allow_networks", `"10.0.0.300/24" is not a CIDR`},
+		{"[fleetlock]\nallow_networks = [\"10.0.0.1\"]", "fleetlock.allow_networks", `"10.0.0.1" is not a CIDR`},
+		{"[fleetlock]\nallow_ids = [\"a/b\"]", "fleetlock.allow_ids", `"a/b" is not a FleetLock client id`},
+		{"[fleetlock]\nallow = [\"a\"]", "fleetlock.allow", `unknown key`},
 		{"[fleetlock]\ncert_file = \"/etc/present.pem\"\nkey_file = \"/etc/present.pem\"", "fleetlock.key_file", `"/etc/present.pem" and fleetlock.cert_file "/etc/present.pem" are not a matching PEM key pair`},
 		{"[fleetlock]\ncert_file = \"/etc/present.pem\"\nkey_file = \"/etc/present.pem\"\nclient_ca_file = \"/etc/present.pem\"", "fleetlock.client_ca_file", `no PEM certificate in "/etc/present.pem"`},
 	} {
@@ -40,7 +45,8 @@ func TestFleetLockValid(t *testing.T) {
 	pems := newTestPEM(t)
 	root := writeTree(t, map[string]string{
 		etcDir + "50-x.toml": "[fleetlock]\nlisten = \":8443\"\ncert_file = \"/etc/c.pem\"\nkey_file = \"/etc/k.pem\"\n" +
-			"client_ca_file = \"/etc/ca.pem\"\nmax_hold = \"90m\"\n",
+			"client_ca_file = \"/etc/ca.pem\"\nmax_hold = \"90m\"\nmax_waiters = 10\n" +
+			"allow_ids = [\"w1\"]\nallow_networks = [\"10.0.0.0/24\", \"fd00::/64\"]\n",
 		"/etc/c.pem": pems.cert, "/etc/k.pem": pems.key, "/etc/ca.pem": pems.cert,
 		usrDir + "00-defaults.toml": "",
 	})
@@ -48,10 +54,15 @@ func TestFleetLockValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.FleetLock.Listen != ":8443" || c.FleetLock.MaxHold.D() != 90*time.Minute || c.FleetLock.ClientCAFile != "/etc/ca.pem" {
+	if c.FleetLock.Listen != ":8443" || c.FleetLock.MaxHold.D() != 90*time.Minute || c.FleetLock.ClientCAFile != "/etc/ca.pem" ||
+		c.FleetLock.MaxWaiters != 10 || len(c.FleetLock.AllowIDs) != 1 || len(c.FleetLock.AllowNetworks) != 2 {
 		t.Errorf("got %+v", c.FleetLock)
 	}
-	if d := Default().FleetLock; d.Listen != "" || d.MaxHold.D() != 2*time.Hour {
-		t.Errorf("defaults %+v: want off, max_hold 2h", d)
+	if n, err := c.FleetLock.Networks(); err != nil || len(n) != 2 || n[0].String() != "10.0.0.0/24" {
+		t.Errorf("networks %v %v", n, err)
+	}
+	if d := Default().FleetLock; d.Listen != "" || d.MaxHold.D() != 2*time.Hour || d.MaxWaiters != 64 ||
+		len(d.AllowIDs)+len(d.AllowNetworks) != 0 {
+		t.Errorf("defaults %+v: want off, max_hold 2h, max_waiters 64, no allow-list", d)
 	}
 }

@@ -395,6 +395,6 @@ func Default() *Config {
 		Metrics: Metrics{
 			Listen: "unix:/run/update-agent/metrics.sock",
 		},
-		FleetLock: FleetLock{MaxHold: Duration(2 * time.Hour)},
+		FleetLock: FleetLock{MaxHold: Duration(2 * time.Hour), MaxWaiters: 64, AllowIDs: []string{}, AllowNetworks: []string{}},
 	}
 }

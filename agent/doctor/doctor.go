@@ -157,6 +157,11 @@ type Inputs struct {
 	// fail the "records" check until an operator deletes them. "": no
 	// such check.
 	StateDir string
+	// FleetLockListen and FleetLockTLS: fleetlock.listen and whether
+	// fleetlock.cert_file is set; the FleetLock line is added when listen
+	// is set.
+	FleetLockListen string
+	FleetLockTLS    bool
 }
 
 // Doctor runs the checks.
@@ -229,6 +234,9 @@ func (d Doctor) Run(ctx context.Context) Report {
 	}
 	if d.In.StateDir != "" {
 		add("records", d.records)
+	}
+	if d.In.FleetLockListen != "" {
+		add("fleetlock", d.fleetLock)
 	}
 	return r
 }

@@ -280,3 +280,34 @@ func TestRecordsSetAside(t *testing.T) {
 		t.Errorf("after deleting it: %s", r)
 	}
 }
+
+// TestFleetLockLine: plain HTTP on a non-loopback fleetlock.listen fails
+// doctor; HTTPS, or loopback, passes; no line while FleetLock is off.
+func TestFleetLockLine(t *testing.T) {
+	for _, tc := range []struct {
+		listen string
+		tls    bool
+		want   string
+	}{
+		{"", false, ""},
+		{":8443", false, "FAIL  fleetlock      fleetlock.listen = :8443 serves plain HTTP to other hosts"},
+		{"10.0.0.11:8443", false, "FAIL  fleetlock      fleetlock.listen = 10.0.0.11:8443 serves plain HTTP"},
+		{"127.0.0.1:8443", false, "ok    fleetlock      serving plain HTTP on loopback 127.0.0.1:8443 only"},
+		{":8443", true, "ok    fleetlock      serving HTTPS on :8443"},
+	} {
+		d := good()
+		d.In.FleetLockListen, d.In.FleetLockTLS = tc.listen, tc.tls
+		rep := d.Run(context.Background())
+		var b bytes.Buffer
+		rep.Write(&b)
+		out := b.String()
+		switch {
+		case tc.want == "" && strings.Contains(out, "fleetlock"):
+			t.Errorf("%q: a FleetLock line while it is off:\n%s", tc.listen, out)
+		case !strings.Contains(out, tc.want):
+			t.Errorf("%q tls=%v: report lacks %q:\n%s", tc.listen, tc.tls, tc.want, out)
+		case (rep.Failed() > 0) != strings.HasPrefix(tc.want, "FAIL"):
+			t.Errorf("%q tls=%v: Failed() = %d", tc.listen, tc.tls, rep.Failed())
+		}
+	}
+}

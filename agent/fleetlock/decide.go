@@ -26,19 +26,43 @@ func (a Action) String() string {
 	return [...]string{"ignore", "keep", "expire_hold", "expire_wait"}[a]
 }
 
-// Tend decides the fate of one queue entry at now. A granted entry
-// (AcquiredAt set) lives max_hold from its grant; any other FleetLock entry
-// lives queueHold from the client's last request, so a client that went
-// away frees its place.
-func Tend(rec lock.Record, now time.Time, maxHold, queueHold time.Duration) Action {
+// Timer is the state of an entry's timer lease, as etcd reports it.
+type Timer int
+
+const (
+	NoTimer Timer = iota // none recorded (an older server's entry)
+	Running
+	Expired
+)
+
+// Timers are an entry's hold timer (TTL max_hold from the grant) and wait
+// timer (TTL QueueHold from the client's last request).
+type Timers struct{ Hold, Seen Timer }
+
+// Tend decides the fate of one queue entry. A granted entry (AcquiredAt
+// set) lives while its hold timer runs; any other FleetLock entry while
+// its wait timer runs, so a client that went away frees its place. The
+// timers are etcd leases, so servers with different clocks agree. Only an
+// entry of an older server, with no timer, is judged by the times it
+// wrote and this server's clock now.
+func Tend(rec lock.Record, t Timers, now time.Time, maxHold, queueHold time.Duration) Action {
 	if rec.Kind != lock.KindFleetLock {
 		return Ignore
 	}
 	if !rec.AcquiredAt.IsZero() {
-		if now.Sub(rec.AcquiredAt) >= maxHold {
+		switch {
+		case t.Hold == Running:
+			return Keep
+		case t.Hold == Expired, now.Sub(rec.AcquiredAt) >= maxHold:
 			return ExpireHold
 		}
 		return Keep
+	}
+	switch t.Seen {
+	case Running:
+		return Keep
+	case Expired:
+		return ExpireWait
 	}
 	seen := rec.LastSeen
 	if seen.IsZero() {

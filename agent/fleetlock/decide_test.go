@@ -22,25 +22,34 @@ func TestTend(t *testing.T) {
 		return r
 	}
 	for _, tc := range []struct {
-		name string
-		rec  lock.Record
-		now  time.Duration // after t0
-		want Action
+		name   string
+		rec    lock.Record
+		timers Timers
+		now    time.Duration // after t0
+		want   Action
 	}{
-		{"agent entry", lock.Record{Node: "n1", QueuedAt: t0}, 10 * time.Hour, Ignore},
-		{"waiter just queued", fl(0, 0, 0), time.Minute, Keep},
-		{"waiter never asked again", fl(0, 0, 0), queueHold, ExpireWait},
-		{"waiter asked lately", fl(0, 20*time.Minute, 0), 30 * time.Minute, Keep},
-		{"waiter stopped asking", fl(0, 20*time.Minute, 0), 35 * time.Minute, ExpireWait},
-		{"holder inside max_hold", fl(0, time.Minute, time.Minute), time.Minute + maxHold - time.Second, Keep},
-		{"holder at max_hold", fl(0, time.Minute, time.Minute), time.Minute + maxHold, ExpireHold},
+		// The timers are etcd's: this server's clock, hours off, does not
+		// count.
+		{"holder, hold timer running, clock far ahead", fl(0, time.Minute, time.Minute), Timers{Hold: Running}, 10 * time.Hour, Keep},
+		{"holder, hold timer expired, clock behind", fl(0, time.Minute, time.Minute), Timers{Hold: Expired}, -10 * time.Hour, ExpireHold},
+		{"waiter, wait timer running, clock far ahead", fl(0, 0, 0), Timers{Seen: Running}, 10 * time.Hour, Keep},
+		{"waiter, wait timer expired", fl(0, 0, 0), Timers{Seen: Expired}, 0, ExpireWait},
+		{"holder, only its wait timer expired", fl(0, time.Minute, time.Minute), Timers{Hold: Running, Seen: Expired}, time.Hour, Keep},
+		// Entries of older servers, without timers: the clock, as they did.
+		{"agent entry", lock.Record{Node: "n1", QueuedAt: t0}, Timers{}, 10 * time.Hour, Ignore},
+		{"waiter just queued", fl(0, 0, 0), Timers{}, time.Minute, Keep},
+		{"waiter never asked again", fl(0, 0, 0), Timers{}, queueHold, ExpireWait},
+		{"waiter asked lately", fl(0, 20*time.Minute, 0), Timers{}, 30 * time.Minute, Keep},
+		{"waiter stopped asking", fl(0, 20*time.Minute, 0), Timers{}, 35 * time.Minute, ExpireWait},
+		{"holder inside max_hold", fl(0, time.Minute, time.Minute), Timers{}, time.Minute + maxHold - time.Second, Keep},
+		{"holder at max_hold", fl(0, time.Minute, time.Minute), Timers{}, time.Minute + maxHold, ExpireHold},
 		// A granted client does not ask again while it reboots: max_hold,
 		// not its silence, bounds it.
-		{"holder silent while rebooting", fl(0, time.Minute, time.Minute), time.Hour, Keep},
-		{"holder asking does not extend", fl(0, 3*time.Hour, time.Minute), 3 * time.Hour, ExpireHold},
+		{"holder silent while rebooting", fl(0, time.Minute, time.Minute), Timers{}, time.Hour, Keep},
+		{"holder asking does not extend", fl(0, 3*time.Hour, time.Minute), Timers{}, 3 * time.Hour, ExpireHold},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Tend(tc.rec, t0.Add(tc.now), maxHold, queueHold); got != tc.want {
+			if got := Tend(tc.rec, tc.timers, t0.Add(tc.now), maxHold, queueHold); got != tc.want {
 				t.Fatalf("got %s, want %s", got, tc.want)
 			}
 		})

@@ -9,16 +9,25 @@
 // the reboot budget, lock.reboot_lease_ttl) that every serving process keeps
 // alive (Tend) while the entry is wanted:
 //
-//   - a holder that was told so (AcquiredAt set) until max_hold after the
-//     grant, or until the client's steady-state releases it;
-//   - a waiter (or a holder not yet told) while the client keeps asking:
-//     until QueueHold after its last pre-reboot. zincati asks about every
-//     5 minutes, so a client that went away stops blocking the queue.
+//   - a holder that was told so (AcquiredAt set) while its hold timer runs:
+//     a lease of TTL max_hold granted with the slot and never kept alive,
+//     or until the client's steady-state releases it;
+//   - a waiter (or a holder not yet told) while its wait timer runs: a
+//     lease of TTL QueueHold that each pre-reboot restarts. zincati asks
+//     about every 5 minutes, so a client that went away stops blocking the
+//     queue.
 //
-// When that time is up a server revokes the lease, which deletes the entry.
-// Everything lives in etcd, so any number of servers may run and a serving
-// node's own reboot loses nothing; with no server at all the entries live
-// one lease TTL more.
+// The timers are etcd's, so servers whose clocks disagree agree on them.
+// When a timer runs out a server revokes the entry's lease, which deletes
+// the entry. Everything lives in etcd, so any number of servers may run and
+// a serving node's own reboot loses nothing; with no server at all the
+// entries live one lease TTL more.
+//
+// An entry belongs to the client that made it (Client: its peer address,
+// and its verified certificate's names when it presented one): a request
+// for that id from anyone else is refused (client_not_owner). New clients
+// are bounded (Options.MaxWaiters, before any lease is granted), may be
+// limited to an allow-list, and are refused when they are etcd members.
 //
 // pre-reboot never blocks: it queues the client (or refreshes its entry,
 // keeping its place) and answers 200 when the entry holds a slot, and

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -95,13 +96,45 @@ type answer struct {
 
 func (a answer) ok() bool { return a.Status == http.StatusOK }
 
+// defaultSource is the address test clients send from: not etcd's
+// 127.0.0.1, whose members the server refuses as clients.
+const defaultSource = "127.0.0.9"
+
+var (
+	clientsMu sync.Mutex
+	clients   = map[string]*http.Client{}
+)
+
+// clientFrom is an HTTP client whose connections come from src, a
+// loopback address: each test node is a peer of its own.
+func clientFrom(src string) *http.Client {
+	clientsMu.Lock()
+	defer clientsMu.Unlock()
+	if c, ok := clients[src]; ok {
+		return c
+	}
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	c := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}, Timeout: 30 * time.Second}
+	clients[src] = c
+	return c
+}
+
 // post sends one FleetLock request as zincati does.
 func post(t testing.TB, base, path, id, group string) answer {
+	return postFrom(t, defaultSource, base, path, id, group)
+}
+
+// postFrom sends one FleetLock request from the address src.
+func postFrom(t testing.TB, src, base, path, id, group string) answer {
 	b, _ := json.Marshal(map[string]any{"client_params": map[string]string{"id": id, "group": group}})
-	return postRaw(t, base+path, map[string]string{"fleet-lock-protocol": "true"}, b)
+	return postVia(t, clientFrom(src), base+path, map[string]string{"fleet-lock-protocol": "true"}, b)
 }
 
 func postRaw(t testing.TB, url string, header map[string]string, body []byte) answer {
+	return postVia(t, clientFrom(defaultSource), url, header, body)
+}
+
+func postVia(t testing.TB, c *http.Client, url string, header map[string]string, body []byte) answer {
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +142,7 @@ func postRaw(t testing.TB, url string, header map[string]string, body []byte) an
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Error(err)
 		return answer{}

@@ -33,11 +33,24 @@ const (
 	KindMinInterval  Kind = "failed_lock_min_interval"
 	KindFailedLock   Kind = "failed_lock"
 	KindFailedUnlock Kind = "failed_unlock"
+	// KindNotOwner: the client's entry was made from another address (or
+	// certificate); only its own client may release it or ask for it.
+	KindNotOwner Kind = "client_not_owner"
+	// KindNotAllowed: fleetlock.allow_ids / allow_networks refuse the
+	// client.
+	KindNotAllowed Kind = "client_not_allowed"
+	// KindEtcdMember: the client is an etcd member, which must reboot
+	// through an agent (member slot, quorum guard).
+	KindEtcdMember Kind = "client_is_etcd_member"
+	// KindQueueFull: fleetlock.max_waiters clients already wait in the
+	// group; a new client is not queued.
+	KindQueueFull Kind = "failed_lock_queue_full"
 )
 
 // Kinds lists every kind, for metrics.
 var Kinds = []Kind{KindOK, KindNotFound, KindMethodNotAllowed, KindMissingHeader, KindInvalidRequest,
-	KindInvalidClientIdentity, KindInvalidGroup, KindUnknownGroup, KindSemaphoreFull, KindMinInterval, KindFailedLock, KindFailedUnlock}
+	KindInvalidClientIdentity, KindInvalidGroup, KindUnknownGroup, KindSemaphoreFull, KindMinInterval, KindFailedLock, KindFailedUnlock,
+	KindNotOwner, KindNotAllowed, KindEtcdMember, KindQueueFull}
 
 // Status is the HTTP status of an answer of kind k.
 func (k Kind) Status() int {
@@ -52,6 +65,10 @@ func (k Kind) Status() int {
 		return http.StatusConflict
 	case KindFailedLock, KindFailedUnlock:
 		return http.StatusServiceUnavailable
+	case KindNotOwner, KindNotAllowed, KindEtcdMember:
+		return http.StatusForbidden
+	case KindQueueFull:
+		return http.StatusTooManyRequests
 	}
 	return http.StatusBadRequest
 }

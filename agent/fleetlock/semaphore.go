@@ -24,8 +24,11 @@ type semaphore struct {
 	slots                   int
 	ttl, maxHold, queueHold time.Duration
 	minInterval             time.Duration
-	clock                   clockwork.Clock
-	log                     *slog.Logger
+	// maxWaiters bounds the group's FleetLock entries not granted: no
+	// lease is granted for a new client beyond it (0: no bound).
+	maxWaiters int
+	clock      clockwork.Clock
+	log        *slog.Logger
 }
 
 func (s *semaphore) key(p Params) string {
@@ -40,13 +43,13 @@ var errContended = errors.New("queue entry changed concurrently, try again")
 // marks it granted once it holds a slot, unless the group's previous release
 // is younger than min_interval: then the entry keeps its slot ungranted and
 // spacing says how long is left.
-func (s *semaphore) lock(ctx context.Context, p Params) (lock.Position, bool, lock.SpacingState, error) {
+func (s *semaphore) lock(ctx context.Context, p Params, c Client) (lock.Position, bool, lock.SpacingState, error) {
 	var none lock.SpacingState
 	key := s.key(p)
 	done := false
 	for range 5 {
 		var err error
-		if done, err = s.upsert(ctx, p, key); err != nil {
+		if done, err = s.upsert(ctx, p, key, c); err != nil {
 			return lock.Position{}, false, none, err
 		}
 		if done {
@@ -71,8 +74,8 @@ func (s *semaphore) lock(ctx context.Context, p Params) (lock.Position, bool, lo
 			mine = kv
 		}
 	}
-	rec, err := parse(mine)
-	if err != nil || !rec.AcquiredAt.IsZero() {
+	e, err := parse(mine)
+	if err != nil || !e.AcquiredAt.IsZero() {
 		return pos, true, none, err // recursive: already granted
 	}
 	var unspaced []clientv3.Cmp
@@ -84,8 +87,15 @@ func (s *semaphore) lock(ctx context.Context, p Params) (lock.Position, bool, lo
 		// and the grant is seen.
 		unspaced = append(unspaced, clientv3.Compare(clientv3.CreateRevision(lock.SpacingKey(s.prefix, p.Group)), "=", 0))
 	}
-	rec.AcquiredAt = s.clock.Now().UTC()
-	ok, err := s.replace(ctx, mine, rec, unspaced...)
+	// AcquiredAt is for people (lock status); the hold lease times it.
+	e.AcquiredAt = s.clock.Now().UTC()
+	if e.HoldLease, err = s.grantTimer(ctx, s.maxHold); err != nil {
+		return pos, true, none, err
+	}
+	ok, err := s.replace(ctx, mine, e, unspaced...)
+	if err != nil || !ok {
+		s.revoke(ctx, clientv3.LeaseID(e.HoldLease))
+	}
 	if err == nil && !ok && s.minInterval > 0 {
 		if sp, err := s.spacing(ctx, p); err != nil || sp.Active {
 			return pos, true, sp, err
@@ -95,7 +105,7 @@ func (s *semaphore) lock(ctx context.Context, p Params) (lock.Position, bool, lo
 		return pos, ok, none, err
 	}
 	s.log.Info("FleetLock slot granted", "id", p.ID, "group", p.Group, "slot", pos.Index+1, "slots", pos.Slots,
-		"waited", rec.AcquiredAt.Sub(rec.QueuedAt).Round(time.Second))
+		"waited", e.AcquiredAt.Sub(e.QueuedAt).Round(time.Second), "client", c.String())
 	return pos, true, none, nil
 }
 
@@ -115,67 +125,122 @@ func (s *semaphore) spacing(ctx context.Context, p Params) (lock.SpacingState, e
 // upsert creates the client's entry, or records that it asked again. An
 // entry past its time (Tend) is dropped first, so a client whose hold
 // expired queues afresh instead of holding on. done is false when another
-// writer raced it.
-func (s *semaphore) upsert(ctx context.Context, p Params, key string) (done bool, err error) {
+// writer raced it. An entry made by another client is refused
+// (KindNotOwner).
+func (s *semaphore) upsert(ctx context.Context, p Params, key string, c Client) (done bool, err error) {
 	now := s.clock.Now().UTC()
 	resp, err := s.cli.Get(ctx, key)
 	if err != nil {
 		return false, fmt.Errorf("reading queue entry: %w", err)
 	}
 	if len(resp.Kvs) == 0 {
-		return s.create(ctx, p, key, now)
+		return s.create(ctx, p, key, c, now)
 	}
 	kv := resp.Kvs[0]
-	rec, err := parse(kv)
+	e, err := parse(kv)
 	if err != nil {
 		return false, err
 	}
-	if a := Tend(rec, now, s.maxHold, s.queueHold); a != Keep {
-		s.expire(ctx, p, kv, a)
+	if err := s.owned(p, e, c, "pre-reboot"); err != nil {
+		return false, err
+	}
+	t, err := s.timers(ctx, e)
+	if err != nil {
+		return false, err
+	}
+	if a := Tend(e.Record, t, now, s.maxHold, s.queueHold); a != Keep {
+		s.expire(ctx, p, kv, e, a)
 		return false, nil
 	}
-	rec.LastSeen = now
-	ok, err := s.replace(ctx, kv, rec)
+	e.LastSeen = now
+	if e.Client == nil {
+		// An older server's entry: its client from now on is the one
+		// that asks for it.
+		e.Client = &c
+	}
+	ok, err := s.replace(ctx, kv, e)
 	if ok {
-		// The lease may be near its end if no server tended it lately.
-		if _, err := s.cli.KeepAliveOnce(ctx, clientv3.LeaseID(kv.Lease)); err != nil {
-			s.log.Debug("refreshing FleetLock lease", "id", p.ID, "group", p.Group, "err", err)
+		// The lease may be near its end if no server tended it lately;
+		// the wait timer restarts: the client asked.
+		for _, id := range []int64{kv.Lease, e.SeenLease} {
+			if id == 0 {
+				continue
+			}
+			if _, err := s.cli.KeepAliveOnce(ctx, clientv3.LeaseID(id)); err != nil {
+				s.log.Debug("refreshing FleetLock lease", "id", p.ID, "group", p.Group, "lease_id", fmt.Sprintf("%x", id), "err", err)
+			}
 		}
 	}
 	return ok, err
 }
 
-// create queues a new entry on a lease of its own.
-func (s *semaphore) create(ctx context.Context, p Params, key string, now time.Time) (bool, error) {
-	rec := lock.Record{Node: lock.FleetLockNode(p.ID), Kind: lock.KindFleetLock, QueuedAt: now, LastSeen: now}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return false, err
+// owned refuses a request for an entry that another client made.
+func (s *semaphore) owned(p Params, e entry, c Client, endpoint string) error {
+	if Owns(e.Client, c) {
+		return nil
 	}
+	s.log.Warn("FleetLock request refused: the entry belongs to another client", "endpoint", endpoint,
+		"id", p.ID, "group", p.Group, "client", c.String(), "owner", e.Client.String())
+	return errorf(KindNotOwner, "client id %s of group %s was queued by %s, not by %s; only that client may %s",
+		p.ID, p.Group, e.Client, c, map[string]string{"pre-reboot": "ask for its slot", "steady-state": "release it"}[endpoint])
+}
+
+// create queues a new entry on a lease of its own, unless maxWaiters
+// clients already wait in the group (KindQueueFull, before any lease is
+// granted).
+func (s *semaphore) create(ctx context.Context, p Params, key string, c Client, now time.Time) (bool, error) {
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
+	if s.maxWaiters > 0 {
+		n, rev, err := s.waiting(ctx, p.Group)
+		if err != nil {
+			return false, err
+		}
+		if n >= s.maxWaiters {
+			s.log.Warn("FleetLock client not queued: fleetlock.max_waiters clients wait already", "id", p.ID,
+				"group", p.Group, "client", c.String(), "waiting", n, "max_waiters", s.maxWaiters)
+			return false, errorf(KindQueueFull, "%d FleetLock clients already wait in group %s (fleetlock.max_waiters); ask again later",
+				n, p.Group)
+		}
+		// Nothing queued in the group since the count: concurrent
+		// creations cannot pass the bound together.
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(lock.HoldersPrefix(s.prefix, p.Group)), "<", rev+1).
+			WithPrefix())
+	}
+	e := entry{Record: lock.Record{Node: lock.FleetLockNode(p.ID), Kind: lock.KindFleetLock, QueuedAt: now, LastSeen: now},
+		Client: &c}
 	lease, err := s.cli.Grant(ctx, int64(s.ttl/time.Second))
 	if err != nil {
 		return false, fmt.Errorf("granting a lease for the queue entry: %w", err)
 	}
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+	if e.SeenLease, err = s.grantTimer(ctx, s.queueHold); err != nil {
+		s.revoke(ctx, lease.ID)
+		return false, err
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return false, err
+	}
+	resp, err := s.cli.Txn(ctx).If(cmps...).
 		Then(clientv3.OpPut(key, string(b), clientv3.WithLease(lease.ID))).
 		Commit()
 	if err != nil || !resp.Succeeded {
 		s.revoke(ctx, lease.ID)
+		s.drop(ctx, e)
 		if err != nil {
 			return false, fmt.Errorf("queueing: %w", err)
 		}
 		return false, nil
 	}
-	s.log.Info("FleetLock client queued", "id", p.ID, "group", p.Group, "lease_id", fmt.Sprintf("%x", int64(lease.ID)))
+	s.log.Info("FleetLock client queued", "id", p.ID, "group", p.Group, "client", c.String(),
+		"lease_id", fmt.Sprintf("%x", int64(lease.ID)))
 	return true, nil
 }
 
 // replace rewrites an entry on its own lease if nobody changed it since kv
 // was read (and cmps hold). The Put keeps the key's CreateRevision: its
 // place in line.
-func (s *semaphore) replace(ctx context.Context, kv *mvccpb.KeyValue, rec lock.Record, cmps ...clientv3.Cmp) (bool, error) {
-	b, err := json.Marshal(rec)
+func (s *semaphore) replace(ctx context.Context, kv *mvccpb.KeyValue, e entry, cmps ...clientv3.Cmp) (bool, error) {
+	b, err := json.Marshal(e)
 	if err != nil {
 		return false, err
 	}
@@ -192,10 +257,11 @@ func (s *semaphore) replace(ctx context.Context, kv *mvccpb.KeyValue, rec lock.R
 
 // unlock removes the client's entry, if any, and its lease. Releasing a
 // granted slot (the client rebooted) writes the group's spacing marker in
-// the same transaction, as an agent's release does.
-func (s *semaphore) unlock(ctx context.Context, p Params) error {
+// the same transaction, as an agent's release does. An entry that another
+// client made is refused (KindNotOwner).
+func (s *semaphore) unlock(ctx context.Context, p Params, c Client) error {
 	for range 5 {
-		done, err := s.unlockOnce(ctx, p)
+		done, err := s.unlockOnce(ctx, p, c)
 		if done || err != nil {
 			return err
 		}
@@ -205,7 +271,7 @@ func (s *semaphore) unlock(ctx context.Context, p Params) error {
 
 // unlockOnce is one attempt of unlock; done is false when another writer
 // changed the entry between the read and the delete.
-func (s *semaphore) unlockOnce(ctx context.Context, p Params) (done bool, err error) {
+func (s *semaphore) unlockOnce(ctx context.Context, p Params, c Client) (done bool, err error) {
 	key := s.key(p)
 	resp, err := s.cli.Get(ctx, key)
 	if err != nil {
@@ -217,6 +283,9 @@ func (s *semaphore) unlockOnce(ctx context.Context, p Params) (done bool, err er
 	}
 	prev := resp.Kvs[0]
 	rec, _ := parse(prev)
+	if err := s.owned(p, rec, c, "steady-state"); err != nil {
+		return false, err
+	}
 	var mark *lock.Marker
 	if !rec.AcquiredAt.IsZero() {
 		if mark, err = lock.NewMarker(ctx, s.cli, s.prefix, p.Group, lock.FleetLockNode(p.ID), s.minInterval); err != nil {
@@ -239,11 +308,12 @@ func (s *semaphore) unlockOnce(ctx context.Context, p Params) (done bool, err er
 			"id", p.ID, "group", p.Group, "err", err)
 	}
 	s.revoke(ctx, clientv3.LeaseID(prev.Lease))
+	s.drop(ctx, rec)
 	if rec.AcquiredAt.IsZero() {
 		s.log.Info("FleetLock client left the queue", "id", p.ID, "group", p.Group)
 	} else {
-		s.log.Info("FleetLock slot released", "id", p.ID, "group", p.Group,
-			"held", s.clock.Now().Sub(rec.AcquiredAt).Round(time.Second), "spacing_marker", mark != nil)
+		s.log.Info("FleetLock slot released", "id", p.ID, "group", p.Group, "client", c.String(),
+			"spacing_marker", mark != nil)
 	}
 	return true, nil
 }
@@ -258,11 +328,17 @@ func (s *semaphore) tend(ctx context.Context, group string) error {
 	now := s.clock.Now()
 	var errs []error
 	for _, kv := range resp.Kvs {
-		rec, err := parse(kv)
-		if err != nil {
+		e, err := parse(kv)
+		if err != nil || e.Kind != lock.KindFleetLock {
 			continue // not ours to judge
 		}
-		switch a := Tend(rec, now, s.maxHold, s.queueHold); a {
+		t, err := s.timers(ctx, e)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		rec := e.Record
+		switch a := Tend(rec, t, now, s.maxHold, s.queueHold); a {
 		case Keep:
 			_, err := s.cli.KeepAliveOnce(ctx, clientv3.LeaseID(kv.Lease))
 			if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -270,15 +346,16 @@ func (s *semaphore) tend(ctx context.Context, group string) error {
 			}
 		case ExpireHold, ExpireWait:
 			id, _ := lock.FleetLockID(rec.Node)
-			s.expire(ctx, Params{ID: id, Group: group}, kv, a)
+			s.expire(ctx, Params{ID: id, Group: group}, kv, e, a)
 		}
 	}
 	return errors.Join(errs...)
 }
 
 // expire drops an entry past its time by revoking its lease.
-func (s *semaphore) expire(ctx context.Context, p Params, kv *mvccpb.KeyValue, a Action) {
+func (s *semaphore) expire(ctx context.Context, p Params, kv *mvccpb.KeyValue, e entry, a Action) {
 	s.revoke(ctx, clientv3.LeaseID(kv.Lease))
+	s.drop(ctx, e)
 	s.log.Warn("FleetLock entry dropped: "+expiryMessage(a, s.maxHold, s.queueHold),
 		"id", p.ID, "group", p.Group, "entry", string(kv.Key))
 }
@@ -288,15 +365,4 @@ func (s *semaphore) revoke(ctx context.Context, id clientv3.LeaseID) {
 		// It then expires after its TTL.
 		s.log.Warn("revoking FleetLock lease", "lease_id", fmt.Sprintf("%x", int64(id)), "err", err)
 	}
-}
-
-func parse(kv *mvccpb.KeyValue) (lock.Record, error) {
-	var rec lock.Record
-	if kv == nil {
-		return rec, errors.New("queue entry missing")
-	}
-	if err := json.Unmarshal(kv.Value, &rec); err != nil {
-		return rec, fmt.Errorf("parsing queue entry %s: %w", kv.Key, err)
-	}
-	return rec, nil
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"slices"
 	"time"
@@ -50,10 +51,17 @@ type Options struct {
 	// QueueHold: see DefaultQueueHold (zero: the default).
 	QueueHold time.Duration
 	// Tick is the tending period (zero: a third of TTL, at most 30s).
-	Tick    time.Duration
-	Clock   clockwork.Clock // nil: the real clock
-	Log     *slog.Logger
-	Metrics Metrics // may be nil
+	Tick time.Duration
+	// Allow is the allow-list of each group (fleetlock.allow_ids,
+	// allow_networks); a group without one admits every client.
+	Allow map[string]Allow
+	// MaxWaiters bounds the FleetLock clients waiting in a group
+	// (fleetlock.max_waiters): a new client beyond it gets KindQueueFull
+	// and no lease (0: no bound).
+	MaxWaiters int
+	Clock      clockwork.Clock // nil: the real clock
+	Log        *slog.Logger
+	Metrics    Metrics // may be nil
 }
 
 // Server answers FleetLock requests from the semaphore in etcd.
@@ -76,6 +84,8 @@ func New(cli *clientv3.Client, o Options) (*Server, error) {
 		return nil, fmt.Errorf("fleetlock: max_hold %v: must be > 0", o.MaxHold)
 	case o.MinInterval < 0:
 		return nil, fmt.Errorf("fleetlock: min_interval %v: must not be negative", o.MinInterval)
+	case o.MaxWaiters < 0:
+		return nil, fmt.Errorf("fleetlock: max_waiters %d: must not be negative", o.MaxWaiters)
 	}
 	if o.QueueHold <= 0 {
 		o.QueueHold = DefaultQueueHold
@@ -91,7 +101,8 @@ func New(cli *clientv3.Client, o Options) (*Server, error) {
 	}
 	log := o.Log.With("component", "fleetlock")
 	return &Server{o: o, log: log, sem: &semaphore{cli: cli, prefix: o.Prefix, slots: o.Slots, ttl: o.TTL,
-		maxHold: o.MaxHold, queueHold: o.QueueHold, minInterval: o.MinInterval, clock: o.Clock, log: log}}, nil
+		maxHold: o.MaxHold, queueHold: o.QueueHold, minInterval: o.MinInterval, maxWaiters: o.MaxWaiters,
+		clock: o.Clock, log: log}}, nil
 }
 
 func (s *Server) served(group string) bool { return slices.Contains(s.o.Groups, group) }
@@ -128,21 +139,55 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, endpoint string)
 			"remote", r.RemoteAddr)
 		return perr
 	}
+	c := ClientOf(r)
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	if endpoint == "steady-state" {
-		if err := s.sem.unlock(ctx, p); err != nil {
+		if err := s.sem.unlock(ctx, p, c); err != nil {
+			if e, ok := errors.AsType[*Error](err); ok {
+				return e
+			}
 			s.log.Error("FleetLock unlock failed", "id", p.ID, "group", p.Group, "err", err)
 			return errorf(KindFailedUnlock, "releasing the slot: %v", err)
 		}
 		return nil
 	}
-	pos, found, spacing, err := s.sem.lock(ctx, p)
+	if e := s.admit(ctx, p, c); e != nil {
+		return e
+	}
+	pos, found, spacing, err := s.sem.lock(ctx, p, c)
 	if err != nil {
+		if e, ok := errors.AsType[*Error](err); ok {
+			return e
+		}
 		s.log.Error("FleetLock lock failed", "id", p.ID, "group", p.Group, "err", err)
 		return errorf(KindFailedLock, "taking a slot: %v", err)
 	}
 	return Answer(pos, found, p.Group, spacing)
+}
+
+// admit refuses a pre-reboot from a client that the group's allow-list
+// leaves out or that is an etcd member.
+func (s *Server) admit(ctx context.Context, p Params, c Client) *Error {
+	if why := s.o.Allow[p.Group].Admits(p.ID, c.Addr); why != "" {
+		s.log.Warn("FleetLock client refused: not allowed", "id", p.ID, "group", p.Group, "client", c.String(), "reason", why)
+		return errorf(KindNotAllowed, "%s (group %s)", why, p.Group)
+	}
+	resp, err := s.sem.cli.MemberList(ctx)
+	if err != nil {
+		s.log.Error("FleetLock: listing etcd members", "id", p.ID, "group", p.Group, "err", err)
+		return errorf(KindFailedLock, "listing etcd members: %v", err)
+	}
+	ms := make([]Member, 0, len(resp.Members))
+	for _, m := range resp.Members {
+		ms = append(ms, Member{Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs})
+	}
+	if m := MemberOf(p.ID, c.Addr, ms); m != "" {
+		s.log.Warn("FleetLock client refused: it is an etcd member", "id", p.ID, "group", p.Group, "client", c.String(), "member", m)
+		return errorf(KindEtcdMember, "client %s from %s is etcd member %s; a member reboots through update-agent "+
+			"(member slot, quorum guard), not FleetLock", p.ID, c.Addr, m)
+	}
+	return nil
 }
 
 // TendOnce keeps the wanted FleetLock entries alive and drops the others.
@@ -191,7 +236,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConf *tls.Config
 		srv.Shutdown(sctx)
 	}()
 	s.log.Info("serving FleetLock", "addr", ln.Addr().String(), "tls", tlsConf != nil,
-		"groups", s.o.Groups, "slots", s.o.Slots, "max_hold", s.o.MaxHold)
+		"groups", s.o.Groups, "slots", s.o.Slots, "max_hold", s.o.MaxHold, "max_waiters", s.o.MaxWaiters)
+	if tlsConf == nil && !Loopback(ln.Addr().String()) {
+		s.log.Warn("FLEETLOCK SERVED OVER PLAIN HTTP ON A NON-LOOPBACK ADDRESS: anyone on the network can "+
+			"read and forge requests; a slot is bound only to the address that took it. Set fleetlock.cert_file "+
+			"and key_file (and client_ca_file), or listen on loopback", "addr", ln.Addr().String())
+	}
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serving FleetLock: %w", err)
 	}
@@ -218,4 +268,18 @@ func TLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return c, nil
+}
+
+// Loopback says whether listen ("host:port") is reachable from this host
+// only. An empty host, a wildcard or a name other than localhost is not.
+func Loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }

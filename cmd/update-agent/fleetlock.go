@@ -91,22 +91,30 @@ func runFleetLock(env *cmdEnv, args []string) error {
 // start) and returns the server to run on it.
 func listenFleetLock(cfg *config.Config, root string, cli *clientv3.Client, m *metrics.Metrics, log *slog.Logger) (
 	func(context.Context, net.Listener) error, net.Listener, error) {
+	f := cfg.FleetLock
+	nets, err := f.Networks()
+	if err != nil {
+		return nil, nil, configError{err}
+	}
 	s, err := fleetlock.New(cli, fleetlock.Options{
 		Prefix: cfg.Lock.KeyPrefix, Groups: []string{cfg.Lock.Group}, Slots: cfg.Lock.Slots,
-		TTL: cfg.Lock.RebootLeaseTTL.D(), MaxHold: cfg.FleetLock.MaxHold.D(), MinInterval: cfg.Lock.MinInterval.D(),
-		Log: log, Metrics: m,
+		TTL: cfg.Lock.RebootLeaseTTL.D(), MaxHold: f.MaxHold.D(), MinInterval: cfg.Lock.MinInterval.D(),
+		MaxWaiters: f.MaxWaiters,
+		Allow:      map[string]fleetlock.Allow{cfg.Lock.Group: {IDs: f.AllowIDs, Networks: nets}},
+		Log:        log, Metrics: m,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, configError{err}
 	}
-	f := cfg.FleetLock
 	var serve func(context.Context, net.Listener) error
 	if f.CertFile == "" {
 		serve = func(ctx context.Context, ln net.Listener) error { return s.Serve(ctx, ln, nil) }
 	} else {
 		tc, err := fleetlock.TLSConfig(rooted(root, f.CertFile), rooted(root, f.KeyFile), rooted(root, f.ClientCAFile))
 		if err != nil {
-			return nil, nil, err
+			// A file that turned bad after check-config is still a
+			// configuration error: exit 78, systemd does not restart.
+			return nil, nil, configError{err}
 		}
 		serve = func(ctx context.Context, ln net.Listener) error { return s.Serve(ctx, ln, tc) }
 	}

@@ -34,6 +34,13 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// workerDialer connects from 127.0.0.9: the test etcd's members are on
+// 127.0.0.1, and the server refuses FleetLock clients that are members.
+var workerDialer = &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 9)}}
+
+// workerClient is a plain-HTTP FleetLock client from a worker's address.
+var workerClient = &http.Client{Transport: &http.Transport{DialContext: workerDialer.DialContext}, Timeout: 10 * time.Second}
+
 // fleetLockPost sends zincati's request.
 func fleetLockPost(c *http.Client, url, id string) (int, string, error) {
 	body := fmt.Sprintf(`{"client_params":{"id":%q,"group":"default"}}`, id)
@@ -98,7 +105,7 @@ client_ca_file = "/etc/fl/ca.pem"
 			}
 			tc.Certificates = []tls.Certificate{cert}
 		}
-		return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 10 * time.Second}
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: tc, DialContext: workerDialer.DialContext}, Timeout: 10 * time.Second}
 	}
 	url := "https://" + addr + "/v1/pre-reboot"
 	good := client(pki.ClientCertFile, pki.ClientKey)
@@ -191,7 +198,7 @@ func TestDaemonServesFleetLock(t *testing.T) {
 	if err := a.serveFleetLock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	code, body, err := fleetLockPost(http.DefaultClient, "http://"+cfg.FleetLock.Listen+"/v1/pre-reboot", "worker-1")
+	code, body, err := fleetLockPost(workerClient, "http://"+cfg.FleetLock.Listen+"/v1/pre-reboot", "worker-1")
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("pre-reboot: %d %s %v", code, body, err)
 	}
@@ -221,8 +228,71 @@ func TestFleetLockReadsMinInterval(t *testing.T) {
 	if err := a.serveFleetLock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	code, body, err := fleetLockPost(http.DefaultClient, "http://"+cfg.FleetLock.Listen+"/v1/pre-reboot", "worker-1")
+	code, body, err := fleetLockPost(workerClient, "http://"+cfg.FleetLock.Listen+"/v1/pre-reboot", "worker-1")
 	if err != nil || code != http.StatusConflict || !strings.Contains(body, `"kind":"failed_lock_min_interval"`) {
 		t.Fatalf("pre-reboot right after cp1's release: %d %s %v", code, body, err)
+	}
+}
+
+// TestFleetLockBadTLSIsConfigError: a FleetLock TLS file that turned bad
+// after the configuration was checked (here: never checked) fails the
+// start with exit 78, as a bad configuration, so systemd does not restart
+// into it.
+func TestFleetLockBadTLSIsConfigError(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "cert.pem"), []byte("not a certificate"), 0o600)
+	cfg := config.Default()
+	cfg.Lock.Enabled = false
+	cfg.Etcd.Endpoints = []string{c.Members[0].ClientURL}
+	cfg.FleetLock.Listen = freeAddr(t)
+	cfg.FleetLock.CertFile, cfg.FleetLock.KeyFile = "/cert.pem", "/cert.pem"
+	a := &agent{cfg: cfg, root: root, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: metrics.New(version)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := a.serveFleetLock(ctx)
+	if code := exitCode(err, io.Discard); code != exitBadConfig {
+		t.Fatalf("exit %d (%v), want %d", code, err, exitBadConfig)
+	}
+}
+
+// TestFleetLockReadsBounds: the server takes fleetlock.allow_ids,
+// allow_networks and max_waiters from the configuration.
+func TestFleetLockReadsBounds(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	cfg := config.Default()
+	cfg.Lock.Enabled = false
+	cfg.Etcd.Endpoints = []string{c.Members[0].ClientURL}
+	cfg.FleetLock.Listen = freeAddr(t)
+	cfg.FleetLock.MaxWaiters = 1
+	cfg.FleetLock.AllowIDs = []string{"worker-1", "worker-2", "worker-3"}
+	cfg.FleetLock.AllowNetworks = []string{"127.0.0.8/29"}
+	a := &agent{cfg: cfg, root: t.TempDir(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: metrics.New(version)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := a.serveFleetLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + cfg.FleetLock.Listen + "/v1/pre-reboot"
+	for _, tc := range []struct {
+		id   string
+		code int
+		kind string
+	}{
+		{"intruder", http.StatusForbidden, `"kind":"client_not_allowed"`},
+		{"worker-1", http.StatusOK, ""},
+		{"worker-2", http.StatusConflict, `"kind":"failed_lock_semaphore_full"`},
+		{"worker-3", http.StatusTooManyRequests, `"kind":"failed_lock_queue_full"`},
+	} {
+		code, body, err := fleetLockPost(workerClient, url, tc.id)
+		if err != nil || code != tc.code || !strings.Contains(body, tc.kind) {
+			t.Fatalf("%s: %d %s %v, want %d %s", tc.id, code, body, err, tc.code, tc.kind)
+		}
+	}
+	// 127.0.0.1 is outside allow_networks (and the test etcd's address).
+	local := &http.Client{Timeout: 10 * time.Second}
+	if code, body, err := fleetLockPost(local, url, "worker-1"); err != nil || code != http.StatusForbidden ||
+		!strings.Contains(body, "not in fleetlock.allow_networks") {
+		t.Fatalf("from 127.0.0.1: %d %s %v", code, body, err)
 	}
 }

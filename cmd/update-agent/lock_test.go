@@ -177,10 +177,10 @@ func TestLockReleaseFleetLockClient(t *testing.T) {
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 	url := srv.URL + "/v1/pre-reboot"
-	if code, body, err := fleetLockPost(srv.Client(), url, "worker-1"); err != nil || code != http.StatusOK {
+	if code, body, err := fleetLockPost(workerClient, url, "worker-1"); err != nil || code != http.StatusOK {
 		t.Fatalf("worker-1: %d %s %v", code, body, err)
 	}
-	if code, body, err := fleetLockPost(srv.Client(), url, "worker-2"); err != nil || code != http.StatusConflict {
+	if code, body, err := fleetLockPost(workerClient, url, "worker-2"); err != nil || code != http.StatusConflict {
 		t.Fatalf("worker-2 while worker-1 holds: %d %s %v", code, body, err)
 	}
 	code, out, _ := runIn("lock", "status", "--root", root)
@@ -192,7 +192,7 @@ func TestLockReleaseFleetLockClient(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "released fleetlock:worker-1 in group default") {
 		t.Fatalf("lock release fleetlock:worker-1: exit %d, %q %q", code, out, errOut)
 	}
-	if code, body, err := fleetLockPost(srv.Client(), url, "worker-2"); err != nil || code != http.StatusOK {
+	if code, body, err := fleetLockPost(workerClient, url, "worker-2"); err != nil || code != http.StatusOK {
 		t.Errorf("worker-2 after the release: %d %s %v", code, body, err)
 	}
 	for _, bad := range []string{"fleetlock:", "fleetlock:a/b", "fleetlock:a b", "fleetlock:w\u00e9", "fleet:worker-1",

@@ -15,20 +15,26 @@ import (
 	"github.com/update-agent/update-agent/tests/guest"
 )
 
+// workerAddr is the address FleetLock serves on and its clients send from
+// (set on lo; TEST-NET-1): the guest's etcd member advertises 127.0.0.1, and
+// the server refuses clients that are members.
+const workerAddr = "192.0.2.10"
+
 // fleetLockConfig serves FleetLock in the guest over its single etcd member.
 const fleetLockConfig = `[etcd]
 endpoints = ["http://127.0.0.1:2379"]
 [fleetlock]
-listen = "127.0.0.1:8080"
+listen = "` + workerAddr + `:8080"
 `
 
 // fleetLockPost is zincati's request, in bash (the guest has no curl):
-// fleetlock-post ENDPOINT ID prints the HTTP response.
+// fleetlock-post ENDPOINT ID prints the HTTP response. Connecting to
+// workerAddr, it sends from workerAddr too.
 const fleetLockPost = `#!/bin/bash
 set -e
 body="{\"client_params\":{\"id\":\"$2\",\"group\":\"default\"}}"
-exec 3<>/dev/tcp/127.0.0.1/8080
-printf 'POST /v1/%s HTTP/1.1\r\nHost: 127.0.0.1\r\nfleet-lock-protocol: true\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' "$1" "${#body}" "$body" >&3
+exec 3<>/dev/tcp/` + workerAddr + `/8080
+printf 'POST /v1/%s HTTP/1.1\r\nHost: ` + workerAddr + `\r\nfleet-lock-protocol: true\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' "$1" "${#body}" "$body" >&3
 cat <&3
 `
 
@@ -61,6 +67,7 @@ func TestFleetLockUnit(t *testing.T) {
 	t.Cleanup(func() {
 		g.MustRun(t, strings.Join([]string{
 			"systemctl disable --now update-agent-fleetlock.service etcd.service",
+			"ip addr del " + workerAddr + "/32 dev lo || true",
 			"rm -rf /etc/update-agent/config.d/50-e2e.toml /etc/systemd/system/etcd.service /usr/local/bin/etcd" +
 				" /usr/local/bin/fleetlock-post /var/lib/data/etcd /root/ua-fleetlock",
 			"systemctl daemon-reload",
@@ -74,6 +81,7 @@ func TestFleetLockUnit(t *testing.T) {
 		"rm -f /run/ostree-booted",
 		"systemctl daemon-reload",
 		"systemctl enable --now etcd.service",
+		"ip addr replace " + workerAddr + "/32 dev lo",
 	}, "\n"))
 
 	const unit = "update-agent-fleetlock.service"
@@ -91,7 +99,7 @@ func TestFleetLockUnit(t *testing.T) {
 	}
 	props := g.MustRun(t, "systemctl show -p Type,ActiveState,SubState,NRestarts,StatusText,CapabilityBoundingSet,ProtectSystem "+unit)
 	for _, want := range []string{"Type=notify", "ActiveState=active", "SubState=running", "NRestarts=0",
-		"StatusText=serving FleetLock on 127.0.0.1:8080", "CapabilityBoundingSet=", "ProtectSystem=strict"} {
+		"StatusText=serving FleetLock on " + workerAddr + ":8080", "CapabilityBoundingSet=", "ProtectSystem=strict"} {
 		if !strings.Contains(props, want+"\n") {
 			t.Errorf("%s: want %s, have\n%s\n%s", unit, want, props, diag())
 		}
@@ -126,7 +134,8 @@ func TestFleetLockUnit(t *testing.T) {
 		t.Errorf("after stop: %q, want inactive and success\n%s", out, diag())
 	}
 	log := g.MustRun(t, "journalctl -u "+unit+" -b --no-pager -o cat")
-	for _, want := range []string{"FleetLock slot granted", "FleetLock server stopping"} {
+	for _, want := range []string{"FleetLock slot granted", "FleetLock server stopping",
+		"FLEETLOCK SERVED OVER PLAIN HTTP ON A NON-LOOPBACK ADDRESS"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("journal of %s lacks %q:\n%s", unit, want, log)
 		}
