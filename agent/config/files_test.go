@@ -86,6 +86,14 @@ var exampleChecks = map[string]func(c *Config) string{
 		}
 		return ""
 	},
+	"control-plane-and-zincati-workers": func(c *Config) string {
+		if c.Lock.Group != "control-plane" || c.Lock.Slots != 1 || c.Etcd.CAFile == "" || c.Etcd.LocalUnit == "" ||
+			c.FleetLock.Listen == "" || c.FleetLock.CertFile == "" || len(c.FleetLock.Groups) != 1 ||
+			c.FleetLock.Groups[0].Name != "workers" || c.FleetLock.Groups[0].Slots < 1 || c.Reboot.Strategy != StrategyPeriodic {
+			return "want the control plane's group with 1 slot, TLS etcd, a local member, FleetLock over TLS serving a workers group, windows"
+		}
+		return ""
+	},
 	"etcd-tls": func(c *Config) string {
 		if c.Etcd.CAFile == "" || c.Etcd.CertFile == "" || c.Etcd.KeyFile == "" || c.Etcd.PasswordFile == "" {
 			return "want CA, client cert/key and a password file"
@@ -151,15 +159,18 @@ func TestExamples(t *testing.T) {
 // referencedFiles returns the etcd.*_file paths a fragment names, by key.
 func referencedFiles(t *testing.T, data []byte) map[string]string {
 	var raw struct {
-		Etcd map[string]any `toml:"etcd"`
+		Etcd      map[string]any `toml:"etcd"`
+		FleetLock map[string]any `toml:"fleetlock"`
 	}
 	if _, err := toml.Decode(string(data), &raw); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
-	for k, v := range raw.Etcd {
-		if p, ok := v.(string); ok && strings.HasSuffix(k, "_file") && p != "" {
-			out[k] = p
+	for section, keys := range map[string]map[string]any{"etcd": raw.Etcd, "fleetlock": raw.FleetLock} {
+		for k, v := range keys {
+			if p, ok := v.(string); ok && strings.HasSuffix(k, "_file") && p != "" {
+				out[section+"."+k] = p
+			}
 		}
 	}
 	return out

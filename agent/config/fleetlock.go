@@ -31,15 +31,38 @@ type FleetLock struct {
 	// that may queue.
 	AllowIDs      []string `toml:"allow_ids"`
 	AllowNetworks []string `toml:"allow_networks"`
+	// Groups are groups of zincati clients only, served besides
+	// lock.group, each with its slots: workers that keep zincati take
+	// turns among themselves, not in the control plane's slots. Every
+	// agent may serve them (the semaphore is in etcd): a base URL that
+	// names several agents survives one agent's reboot.
+	Groups []FleetLockGroup `toml:"groups"`
+}
+
+// FleetLockGroup is one [[fleetlock.groups]] table.
+type FleetLockGroup struct {
+	Name          string   `toml:"name"`
+	Slots         int      `toml:"slots"`
+	AllowIDs      []string `toml:"allow_ids"`
+	AllowNetworks []string `toml:"allow_networks"`
 }
 
 // Networks parses AllowNetworks (validated at load).
 func (f FleetLock) Networks() ([]netip.Prefix, error) {
+	return parseNetworks("fleetlock.allow_networks", f.AllowNetworks)
+}
+
+// Networks parses the group's AllowNetworks (validated at load).
+func (g FleetLockGroup) Networks() ([]netip.Prefix, error) {
+	return parseNetworks("fleetlock.groups "+g.Name+" allow_networks", g.AllowNetworks)
+}
+
+func parseNetworks(key string, ns []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
-	for _, n := range f.AllowNetworks {
+	for _, n := range ns {
 		p, err := netip.ParsePrefix(n)
 		if err != nil {
-			return nil, fmt.Errorf("fleetlock.allow_networks: %w", err)
+			return nil, fmt.Errorf("%s: %w", key, err)
 		}
 		out = append(out, p.Masked())
 	}
@@ -51,15 +74,23 @@ func (k *checker) fleetLock(f *FleetLock) {
 	if f.MaxWaiters < 0 {
 		k.fail("fleetlock.max_waiters", "must be >= 0 (0: no bound), got %d", f.MaxWaiters)
 	}
-	for _, id := range f.AllowIDs {
-		if id == "" || len(id) > 253 || strings.ContainsAny(id, "/ \t\n") {
-			k.fail("fleetlock.allow_ids", "%q is not a FleetLock client id (printable, no spaces or '/')", id)
+	k.allowList("fleetlock.", f.AllowIDs, f.AllowNetworks)
+	seen := map[string]bool{}
+	for i, g := range f.Groups {
+		key := fmt.Sprintf("fleetlock.groups[%d].", i)
+		switch {
+		case !ValidName(g.Name):
+			k.fail(key+"name", "%q is not a valid group name (letters, digits, '.', '-')", g.Name)
+		case g.Name == k.c.Lock.Group:
+			k.failRel(key+"name", []string{"lock.group"}, "%q is the agents' own group (lock.group): it is served already, with lock.slots", g.Name)
+		case seen[g.Name]:
+			k.fail(key+"name", "group %q listed twice", g.Name)
 		}
-	}
-	for _, n := range f.AllowNetworks {
-		if _, err := netip.ParsePrefix(n); err != nil {
-			k.fail("fleetlock.allow_networks", "%q is not a CIDR like \"10.0.0.0/24\": %v", n, err)
+		seen[g.Name] = true
+		if g.Slots < 1 {
+			k.fail(key+"slots", "must be at least 1, got %d", g.Slots)
 		}
+		k.allowList(key, g.AllowIDs, g.AllowNetworks)
 	}
 	if f.Listen != "" {
 		host, port, err := net.SplitHostPort(f.Listen)
@@ -85,5 +116,19 @@ func (k *checker) fleetLock(f *FleetLock) {
 	}
 	if f.ClientCAFile != "" && f.CertFile == "" {
 		k.failRel("fleetlock.client_ca_file", []string{"fleetlock.cert_file"}, "client certificates need TLS: set fleetlock.cert_file and fleetlock.key_file")
+	}
+}
+
+// allowList checks the allow_ids and allow_networks under prefix.
+func (k *checker) allowList(prefix string, ids, nets []string) {
+	for _, id := range ids {
+		if id == "" || len(id) > 253 || strings.ContainsAny(id, "/ \t\n") {
+			k.fail(prefix+"allow_ids", "%q is not a FleetLock client id (printable, no spaces or '/')", id)
+		}
+	}
+	for _, n := range nets {
+		if _, err := netip.ParsePrefix(n); err != nil {
+			k.fail(prefix+"allow_networks", "%q is not a CIDR like \"10.0.0.0/24\": %v", n, err)
+		}
 	}
 }

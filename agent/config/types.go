@@ -395,6 +395,7 @@ func Default() *Config {
 		Metrics: Metrics{
 			Listen: "unix:/run/update-agent/metrics.sock",
 		},
-		FleetLock: FleetLock{MaxHold: Duration(2 * time.Hour), MaxWaiters: 64, AllowIDs: []string{}, AllowNetworks: []string{}},
+		FleetLock: FleetLock{MaxHold: Duration(2 * time.Hour), MaxWaiters: 64, AllowIDs: []string{}, AllowNetworks: []string{},
+			Groups: []FleetLockGroup{}},
 	}
 }

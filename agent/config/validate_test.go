@@ -103,6 +103,12 @@ func TestValidationRules(t *testing.T) {
 		{"[[reboot.windows]]\ndays = []\nstart = \"22:00\"\nlength = \"1h\"", "reboot.windows[0].days", `must list at least one day`},
 		{"[[reboot.windows]]\ndays = [\"Mon\"]\nstart = \"22h\"\nlength = \"1h\"", "reboot.windows[0].start", `must be a time "HH:MM" (00:00-23:59), got "22h"`},
 		{"[[reboot.windows]]\ndays = [\"Mon\"]\nstart = \"22:00\"", "reboot.windows[0].length", `must be > 0 and <= 168h, got "0s"`},
+		{"[[fleetlock.groups]]\nname = \"workers\"", "fleetlock.groups[0].slots", `must be at least 1, got 0`},
+		{"[[fleetlock.groups]]\nname = \"a/b\"\nslots = 1", "fleetlock.groups[0].name", `"a/b" is not a valid group name`},
+		{"[[fleetlock.groups]]\nname = \"default\"\nslots = 1", "fleetlock.groups[0].name", `"default" is the agents' own group (lock.group)`},
+		{"[[fleetlock.groups]]\nname = \"w\"\nslots = 1\n[[fleetlock.groups]]\nname = \"w\"\nslots = 2", "fleetlock.groups[1].name", `group "w" listed twice`},
+		{"[[fleetlock.groups]]\nname = \"w\"\nslots = 1\nallow_networks = [\"10.0.0.0/33\"]", "fleetlock.groups[0].allow_networks", `"10.0.0.0/33" is not a CIDR`},
+		{"[[fleetlock.groups]]\nname = \"w\"\nslots = 1\nallow_ids = [\"a b\"]", "fleetlock.groups[0].allow_ids", `"a b" is not a FleetLock client id`},
 		{"[[reboot.windows]]\ndays = [\"Mon\"]\nstart = \"22:00\"\nstart_time = \"23:00\"\nlength = \"1h\"", "reboot.windows[0].start_time", `set start or start_time (zincati's spelling), not both`},
 		{"[[reboot.windows]]\ndays = [\"Mon\"]\nstart = \"22:00\"\nlength = \"1h\"\nlength_minutes = 60", "reboot.windows[0].length_minutes", `set length or length_minutes (zincati's spelling), not both`},
 		{"[[reboot.windows]]\ndays = [\"Mon\"]\nstart_time = \"25:00\"\nlength_minutes = 60", "reboot.windows[0].start_time", `must be a time "HH:MM"`},
@@ -159,6 +165,7 @@ func TestValidBoundaries(t *testing.T) {
 		"[metrics]\nlisten = \":9100\"",
 		"[updates]\nsource = \"image\"\nimage = \"ostree-unverified-registry:example.invalid/os:stable\"",
 		"[reboot]\nstrategy = \"periodic\"\ntime_zone = \"Local\"\n[[reboot.windows]]\ndays = [\"mon\", \"Tuesday\"]\nstart = \"0:00\"\nlength = \"168h\"",
+		"[[fleetlock.groups]]\nname = \"workers\"\nslots = 2\nallow_networks = [\"10.0.1.0/24\"]\n[[fleetlock.groups]]\nname = \"infra\"\nslots = 1",
 		// zincati's spelling of a window, pasted from its docs.
 		"[reboot]\nstrategy = \"periodic\"\ntime_zone = \"localtime\"\n[[reboot.windows]]\ndays = [ \"Sat\", \"Sun\" ]\nstart_time = \"23:30\"\nlength_minutes = 60",
 	}

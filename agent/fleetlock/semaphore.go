@@ -19,9 +19,12 @@ import (
 // semaphore is the etcd side: FleetLock clients as entries of the agents'
 // queue, each on a lease of its own.
 type semaphore struct {
-	cli                     *clientv3.Client
-	prefix                  string
-	slots                   int
+	cli    *clientv3.Client
+	prefix string
+	slots  int
+	// groupSlots are the slots of groups served besides the agents' own
+	// (zincati-only groups, fleetlock.groups); others have slots.
+	groupSlots              map[string]int
 	ttl, maxHold, queueHold time.Duration
 	minInterval             time.Duration
 	// maxWaiters bounds the group's FleetLock entries not granted: no
@@ -29,6 +32,14 @@ type semaphore struct {
 	maxWaiters int
 	clock      clockwork.Clock
 	log        *slog.Logger
+}
+
+// slotsOf is the number of slots of group.
+func (s *semaphore) slotsOf(group string) int {
+	if n, ok := s.groupSlots[group]; ok {
+		return n
+	}
+	return s.slots
 }
 
 func (s *semaphore) key(p Params) string {
@@ -64,7 +75,7 @@ func (s *semaphore) lock(ctx context.Context, p Params, c Client) (lock.Position
 		return lock.Position{}, false, none, fmt.Errorf("reading the queue of group %s: %w", p.Group, err)
 	}
 	node := lock.FleetLockNode(p.ID)
-	pos, found := lock.Locate(lock.Entries(s.prefix, p.Group, resp.Kvs), s.slots, node)
+	pos, found := lock.Locate(lock.Entries(s.prefix, p.Group, resp.Kvs), s.slotsOf(p.Group), node)
 	if !found || !pos.Holder {
 		return pos, found, none, nil
 	}

@@ -40,6 +40,10 @@ type Options struct {
 	Prefix string   // lock.key_prefix
 	Groups []string // groups served; others get unknown_group
 	Slots  int      // lock.slots: the agents' slot count
+	// GroupSlots are the slot counts of served groups that are not the
+	// agents' (zincati-only groups); a group not in it has Slots. Every
+	// server of a group must be given the same count.
+	GroupSlots map[string]int
 	// TTL is each entry's lease TTL (lock.reboot_lease_ttl): how long
 	// entries outlive the last server. Whole seconds.
 	TTL     time.Duration
@@ -87,6 +91,11 @@ func New(cli *clientv3.Client, o Options) (*Server, error) {
 	case o.MaxWaiters < 0:
 		return nil, fmt.Errorf("fleetlock: max_waiters %d: must not be negative", o.MaxWaiters)
 	}
+	for g, n := range o.GroupSlots {
+		if n < 1 || !slices.Contains(o.Groups, g) {
+			return nil, fmt.Errorf("fleetlock: group %s: %d slot(s): must be a served group with at least 1", g, n)
+		}
+	}
 	if o.QueueHold <= 0 {
 		o.QueueHold = DefaultQueueHold
 	}
@@ -100,7 +109,7 @@ func New(cli *clientv3.Client, o Options) (*Server, error) {
 		o.Log = slog.Default()
 	}
 	log := o.Log.With("component", "fleetlock")
-	return &Server{o: o, log: log, sem: &semaphore{cli: cli, prefix: o.Prefix, slots: o.Slots, ttl: o.TTL,
+	return &Server{o: o, log: log, sem: &semaphore{cli: cli, prefix: o.Prefix, slots: o.Slots, groupSlots: o.GroupSlots, ttl: o.TTL,
 		maxHold: o.MaxHold, queueHold: o.QueueHold, minInterval: o.MinInterval, maxWaiters: o.MaxWaiters,
 		clock: o.Clock, log: log}}, nil
 }

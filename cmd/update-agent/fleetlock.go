@@ -96,11 +96,22 @@ func listenFleetLock(cfg *config.Config, root string, cli *clientv3.Client, m *m
 	if err != nil {
 		return nil, nil, configError{err}
 	}
+	groups, slots := []string{cfg.Lock.Group}, map[string]int{}
+	allow := map[string]fleetlock.Allow{cfg.Lock.Group: {IDs: f.AllowIDs, Networks: nets}}
+	for _, g := range f.Groups {
+		gnets, err := g.Networks()
+		if err != nil {
+			return nil, nil, configError{err}
+		}
+		groups = append(groups, g.Name)
+		slots[g.Name] = g.Slots
+		allow[g.Name] = fleetlock.Allow{IDs: g.AllowIDs, Networks: gnets}
+	}
 	s, err := fleetlock.New(cli, fleetlock.Options{
-		Prefix: cfg.Lock.KeyPrefix, Groups: []string{cfg.Lock.Group}, Slots: cfg.Lock.Slots,
+		Prefix: cfg.Lock.KeyPrefix, Groups: groups, Slots: cfg.Lock.Slots, GroupSlots: slots,
 		TTL: cfg.Lock.RebootLeaseTTL.D(), MaxHold: f.MaxHold.D(), MinInterval: cfg.Lock.MinInterval.D(),
 		MaxWaiters: f.MaxWaiters,
-		Allow:      map[string]fleetlock.Allow{cfg.Lock.Group: {IDs: f.AllowIDs, Networks: nets}},
+		Allow:      allow,
 		Log:        log, Metrics: m,
 	})
 	if err != nil {

@@ -43,7 +43,11 @@ var workerClient = &http.Client{Transport: &http.Transport{DialContext: workerDi
 
 // fleetLockPost sends zincati's request.
 func fleetLockPost(c *http.Client, url, id string) (int, string, error) {
-	body := fmt.Sprintf(`{"client_params":{"id":%q,"group":"default"}}`, id)
+	return fleetLockPostGroup(c, url, id, "default")
+}
+
+func fleetLockPostGroup(c *http.Client, url, id, group string) (int, string, error) {
+	body := fmt.Sprintf(`{"client_params":{"id":%q,"group":%q}}`, id, group)
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("fleet-lock-protocol", "true")
 	resp, err := c.Do(req)
@@ -293,6 +297,46 @@ func TestFleetLockReadsBounds(t *testing.T) {
 	local := &http.Client{Timeout: 10 * time.Second}
 	if code, body, err := fleetLockPost(local, url, "worker-1"); err != nil || code != http.StatusForbidden ||
 		!strings.Contains(body, "not in fleetlock.allow_networks") {
+		t.Fatalf("from 127.0.0.1: %d %s %v", code, body, err)
+	}
+}
+
+// TestFleetLockServesWorkerGroups: [[fleetlock.groups]] reach the daemon's
+// server: a zincati-only group with its own slots and allow-list, served
+// beside lock.group.
+func TestFleetLockServesWorkerGroups(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	cfg := config.Default()
+	cfg.Lock.Enabled = false
+	cfg.Etcd.Endpoints = []string{c.Members[0].ClientURL}
+	cfg.FleetLock.Listen = freeAddr(t)
+	cfg.FleetLock.Groups = []config.FleetLockGroup{{Name: "workers", Slots: 2, AllowIDs: []string{}, AllowNetworks: []string{"127.0.0.8/29"}}}
+	a := &agent{cfg: cfg, root: t.TempDir(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: metrics.New(version)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := a.serveFleetLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + cfg.FleetLock.Listen + "/v1/pre-reboot"
+	for _, tc := range []struct {
+		id, group string
+		code      int
+		kind      string
+	}{
+		{"worker-1", "workers", http.StatusOK, ""},
+		{"worker-2", "workers", http.StatusOK, ""}, // 2 slots in workers
+		{"worker-3", "workers", http.StatusConflict, `"kind":"failed_lock_semaphore_full"`},
+		{"worker-4", "default", http.StatusOK, ""}, // lock.group is still served, with its own slot
+		{"worker-5", "other", http.StatusNotFound, `"kind":"unknown_group"`},
+	} {
+		code, body, err := fleetLockPostGroup(workerClient, url, tc.id, tc.group)
+		if err != nil || code != tc.code || !strings.Contains(body, tc.kind) {
+			t.Fatalf("%s in %s: %d %s %v, want %d %s", tc.id, tc.group, code, body, err, tc.code, tc.kind)
+		}
+	}
+	// The workers group's allow_networks: 127.0.0.1 is outside it.
+	local := &http.Client{Timeout: 10 * time.Second}
+	if code, body, err := fleetLockPostGroup(local, url, "worker-6", "workers"); err != nil || code != http.StatusForbidden {
 		t.Fatalf("from 127.0.0.1: %d %s %v", code, body, err)
 	}
 }
