@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -120,5 +121,18 @@ func TestAlertRulesNameRealMetrics(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatalf("%s: no rules", rulesFile)
+	}
+}
+
+// With promtool on PATH (Debian's prometheus package), the rules' PromQL
+// is checked and each alert fires on a scenario (testdata/alerts_test.yml).
+func TestAlertRulesWithPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed")
+	}
+	argv := []string{promtool, "test", "rules", "testdata/alerts_test.yml"}
+	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		t.Errorf("%v: %v\n%s", argv, err, out)
 	}
 }
