@@ -20,7 +20,12 @@ type Gates struct {
 	Log  *slog.Logger
 	// Seen, when set, keeps the last evaluation for `update-agent status`.
 	Seen *GateLog
+	// Metrics, when set, gets each evaluation (metrics.Metrics).
+	Metrics GateMetrics
 }
+
+// GateMetrics takes, per gate, whether it held at the last evaluation.
+type GateMetrics interface{ GatesHolding(map[string]bool) }
 
 // GateLog is the gates' last evaluation and when it was made.
 type GateLog struct {
@@ -46,6 +51,14 @@ func (g Gates) Hold(ctx context.Context) (bool, string) {
 	rs := g.C.Check(ctx)
 	if g.Seen != nil {
 		g.Seen.set(rs, time.Now())
+	}
+	if g.Metrics != nil {
+		// Several commands share the gate "command": any holding holds.
+		holding := map[string]bool{}
+		for _, r := range rs {
+			holding[r.Gate] = holding[r.Gate] || r.Hold
+		}
+		g.Metrics.GatesHolding(holding)
 	}
 	for _, r := range rs {
 		level := slog.LevelInfo

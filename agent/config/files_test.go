@@ -100,6 +100,12 @@ var exampleChecks = map[string]func(c *Config) string{
 		}
 		return ""
 	},
+	"metrics": func(c *Config) string {
+		if !strings.HasPrefix(c.Metrics.Listen, "127.0.0.1:") {
+			return "want metrics on a loopback TCP address"
+		}
+		return ""
+	},
 }
 
 // TestExamples loads every example set over the shipped defaults, in a temp

@@ -121,6 +121,13 @@ type Guard struct {
 	// MetricsURL is the local etcd member's /metrics; "" uses the kernel
 	// signals alone (hosts without etcd).
 	MetricsURL string `toml:"metrics_url"`
+	// MetricsCAFile, MetricsCertFile and MetricsKeyFile: TLS for an
+	// https:// MetricsURL (a member serving /metrics with client-cert auth,
+	// as kubeadm's static-pod etcd does); "" uses the system roots and no
+	// client certificate.
+	MetricsCAFile   string `toml:"metrics_ca_file"`
+	MetricsCertFile string `toml:"metrics_cert_file"`
+	MetricsKeyFile  string `toml:"metrics_key_file"`
 	// MetricsInterval spaces the scrapes of MetricsURL while staging (at
 	// least Interval): etcd renders its whole /metrics for each one.
 	MetricsInterval Duration `toml:"metrics_interval"`

@@ -232,6 +232,7 @@ func (k *checker) guard(g *Guard) {
 			k.fail("guard.metrics_url", "%v", err)
 		}
 	}
+	k.guardTLS(g)
 	k.positive("guard.metrics_interval", g.MetricsInterval)
 	k.nonNegative("guard.fsync_p99_threshold", g.FsyncP99Threshold)
 	if g.LatencyFactor <= 1 {

@@ -481,6 +481,7 @@ func (e *Engine) record(prev, st state.State, ev Event, act Action, obs Obs) {
 	if e.o.Metrics != nil {
 		e.o.Metrics.SetPhase(st.Phase)
 	}
+	e.recordAlerting(st, ev)
 	e.show(st, act, obs)
 }
 

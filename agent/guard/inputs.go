@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,9 @@ type Inputs struct {
 	// little within a second. The cheap inputs are read every time.
 	MetricsEvery time.Duration
 	HTTP         *http.Client
+	// TLS is for an https:// MetricsURL (MetricsTLS); nil uses Go's
+	// defaults (system roots, no client certificate).
+	TLS *tls.Config
 	// SysRoot is where sysfs is mounted ("/sys"); Disks are kernel names.
 	SysRoot string
 	Disks   []string
@@ -225,6 +229,9 @@ func (in *Inputs) fetch(ctx context.Context) (map[string]Histogram, error) {
 	if c == nil {
 		if in.client == nil {
 			in.client = newScrapeClient(nil)
+			if in.TLS != nil {
+				in.client.Transport.(*http.Transport).TLSClientConfig = in.TLS
+			}
 		}
 		c = in.client
 	}

@@ -31,6 +31,8 @@ type Metrics struct {
 	leaderMoves    prometheus.Counter
 	failures       *prometheus.CounterVec
 	fleetLock      *prometheus.CounterVec
+
+	alerting alerting // alerting.go
 }
 
 // New returns the agent's metrics in a fresh registry.
@@ -76,6 +78,8 @@ func New(version string) *Metrics {
 		Namespace: ns, Name: "build_info", Help: "Always 1; the agent's version.",
 	}, []string{"version"})
 	info.WithLabelValues(version).Set(1)
+	m.alerting = newAlerting()
+	m.Registry.MustRegister(m.alerting.collectors()...)
 	m.Registry.MustRegister(m.state, m.stagingSeconds, m.frozenSeconds, m.guardDecisions,
 		m.lockWait, m.leaderMoves, m.failures, m.fleetLock, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

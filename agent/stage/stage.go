@@ -7,6 +7,7 @@ package stage
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -142,6 +143,8 @@ type GuardOptions struct {
 	Enabled bool
 	// MetricsURL is etcd's /metrics; "" paces on kernel signals alone.
 	MetricsURL string
+	// MetricsTLS is for an https:// MetricsURL (guard.MetricsTLS).
+	MetricsTLS *tls.Config
 	// PressureFile is the PSI file to watch ("" none; e.g.
 	// /proc/pressure/io). PressureUnit, when PressureFile is "", names a
 	// unit (etcd's) whose cgroup io.pressure is watched: the stager's own
@@ -441,7 +444,7 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop bool
 				gopts.Config.StallOwn = true
 			}
 		}
-		in := &guard.Inputs{MetricsURL: s.o.Guard.MetricsURL, MetricsEvery: s.o.Guard.metricsEvery(), SysRoot: s.o.SysRoot, Disks: disks,
+		in := &guard.Inputs{MetricsURL: s.o.Guard.MetricsURL, TLS: s.o.Guard.MetricsTLS, MetricsEvery: s.o.Guard.metricsEvery(), SysRoot: s.o.SysRoot, Disks: disks,
 			PressureFile: psi, CPUPressureFile: cpuPSI, Clock: gopts.Clock}
 		src, closeInputs = in, func() { _ = in.Close() }
 	}

@@ -53,7 +53,9 @@ func runDoctor(env *cmdEnv, args []string) error {
 		OS:      &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}},
 		Cgroups: doctor.SystemdCgroups{Root: *root},
 		Disks:   doctor.SysfsDisks{Root: *root},
-		Metrics: doctor.HTTPMetrics{},
+	}
+	if d.Metrics, err = doctorMetrics(cfg, *root); err != nil {
+		return configError{err}
 	}
 	cli, err := etcdclient.New(etcdClientOptions(cfg, *root))
 	if err != nil {

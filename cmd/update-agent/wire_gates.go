@@ -35,7 +35,7 @@ func (a *agent) wireGates() (*adapters.Gates, *adapters.Host, error) {
 		}
 	}
 	a.gateLog = &adapters.GateLog{}
-	return &adapters.Gates{C: chk, Node: a.node, Log: a.log, Seen: a.gateLog}, host, nil
+	return &adapters.Gates{C: chk, Node: a.node, Log: a.log, Seen: a.gateLog, Metrics: a.metrics}, host, nil
 }
 
 // gateChecker builds the gates of the config; the daemon and doctor share it.

@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/update-agent/update-agent/agent/adapters"
 	"github.com/update-agent/update-agent/agent/config"
+	"github.com/update-agent/update-agent/agent/doctor"
 	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/oplog"
 	"github.com/update-agent/update-agent/agent/rpmostree"
@@ -71,9 +76,16 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 		IOPressurePercent: g.IOPressureThreshold, MinFreeze: g.MinFreeze.D(), MaxFreeze: g.MaxFreeze.D(),
 		MinRunShare: g.MinRunShare, MaxTotalPause: g.MaxTotalPause.D(),
 	}.Derive()
+	// check-config has read the files; one changed since fails the scrapes,
+	// which the guard reports.
+	metricsTLS, err := guardMetricsTLS(cfg, root)
+	if err != nil {
+		log.Error("guard.metrics_url: scraping without its TLS files", "err", err)
+	}
 	o.Guard = stage.GuardOptions{
 		Enabled:      g.Enabled,
 		MetricsURL:   g.MetricsURL,
+		MetricsTLS:   metricsTLS,
 		MetricsEvery: g.MetricsInterval.D(),
 		Options: guard.Options{Config: gc, Baseline: gb, Interval: g.Interval.D(), Window: g.Window.D(),
 			LearnFor: g.LearnPeriod.D(), Log: log},
@@ -95,7 +107,7 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 	if g.Enabled {
 		o.BaselineMaxAge = g.BaselineMaxAge.D()
 		k := &guard.Keeper{
-			Src: &adapters.BaselineInputs{In: guard.Inputs{MetricsURL: g.MetricsURL}, Unit: cfg.Etcd.LocalUnit,
+			Src: &adapters.BaselineInputs{In: guard.Inputs{MetricsURL: g.MetricsURL, TLS: metricsTLS}, Unit: cfg.Etcd.LocalUnit,
 				CgroupRoot: rooted(root, "/sys/fs/cgroup")},
 			File: filepath.Join(stateDir, "latency-baseline.json"),
 			Log:  log,
@@ -140,4 +152,24 @@ func newStager(cfg *config.Config, root, stateDir string, client *rpmostree.Clie
 			return s, nil
 		},
 	}, keeper
+}
+
+// guardMetricsTLS is the TLS of guard.metrics_url (the guard's scrapes and
+// doctor's check); nil without TLS files.
+func guardMetricsTLS(cfg *config.Config, root string) (*tls.Config, error) {
+	g := cfg.Guard
+	c, err := guard.MetricsTLS(rooted(root, g.MetricsCAFile), rooted(root, g.MetricsCertFile), rooted(root, g.MetricsKeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("guard.metrics_*_file: %w", err)
+	}
+	return c, nil
+}
+
+// doctorMetrics is doctor's client for guard.metrics_url, with its TLS.
+func doctorMetrics(cfg *config.Config, root string) (doctor.HTTPMetrics, error) {
+	c, err := guardMetricsTLS(cfg, root)
+	if err != nil || c == nil {
+		return doctor.HTTPMetrics{}, err
+	}
+	return doctor.HTTPMetrics{Client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: c}}}, nil
 }
