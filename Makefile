@@ -22,8 +22,12 @@ help:
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/update-agent
 
+# Tools host-deps fetches without installing them system-wide (promtool);
+# UA_REQUIRE_TOOLS makes a test that needs one fail instead of skipping.
+UA_TOOLS ?= $(HOME)/.cache/update-agent-tools
+
 test: host-deps
-	$(GO) test -count=1 $(PKGS)
+	PATH="$(UA_TOOLS)/bin:$$PATH" UA_REQUIRE_TOOLS=1 $(GO) test -count=1 $(PKGS)
 
 # check is the README's test command and what .ci/run runs. host-deps
 # installs (only when missing) the Debian packages every target needs.

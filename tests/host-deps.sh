@@ -21,3 +21,20 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
 command -v go >/dev/null || { echo "go 1.26 is needed on PATH (/usr/local/go/bin)" >&2; exit 1; }
+
+# promtool checks the example alert rules (agent/metrics). It comes in
+# Debian's prometheus package, whose postinst would start a Prometheus
+# server: take the one binary out of the .deb instead of installing it.
+tools="${UA_TOOLS:-$HOME/.cache/update-agent-tools}"
+if [ ! -x "$tools/bin/promtool" ]; then
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  if ! (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1); then
+    apt-get update -qq
+    (cd "$tmp" && apt-get download -qq prometheus)
+  fi
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
+  mkdir -p "$tools/bin"
+  install -m 0755 "$tmp/x/usr/bin/promtool" "$tools/bin/promtool"
+  echo "promtool: $tools/bin/promtool" >&2
+fi

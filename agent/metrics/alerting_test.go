@@ -129,6 +129,9 @@ func TestAlertRulesNameRealMetrics(t *testing.T) {
 func TestAlertRulesWithPromtool(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
+		if os.Getenv("UA_REQUIRE_TOOLS") != "" {
+			t.Fatal("promtool not found on PATH; tests/host-deps.sh fetches it (make test sets PATH)")
+		}
 		t.Skip("promtool not installed")
 	}
 	argv := []string{promtool, "test", "rules", "testdata/alerts_test.yml"}
