@@ -129,3 +129,31 @@ func (a *agent) registerDriver(ctx context.Context) error {
 }
 
 var _ engine.OS = adapters.BootcOS{}
+
+// describeBackend is doctor's line: the backend, why, and for bootc its
+// version and what it shows booted and staged.
+func describeBackend(ctx context.Context, cfg *config.Config, log *slog.Logger) (string, error) {
+	ch, err := chooseBackend(ctx, cfg, log)
+	if err != nil {
+		return "", err
+	}
+	s := ch.Name + ": " + ch.Reason
+	if ch.Bootc == nil {
+		return s, nil
+	}
+	s += fmt.Sprintf("; bootc %s", ch.Version)
+	h := ch.Host
+	if h == nil {
+		if h, err = ch.Bootc.Status(ctx); err != nil {
+			return "", err
+		}
+	}
+	if !h.Managed() {
+		return "", fmt.Errorf("%s, but bootc status shows no booted container image", s)
+	}
+	s += fmt.Sprintf(", follows %s, booted %s", h.Spec.Image, h.Status.Booted.Digest())
+	if st := h.Status.Staged; st != nil {
+		s += fmt.Sprintf(", staged %s (download-only %v)", st.Digest(), st.DownloadOnly)
+	}
+	return s, nil
+}

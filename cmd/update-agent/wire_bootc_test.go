@@ -66,3 +66,21 @@ func TestWireBackend(t *testing.T) {
 		})
 	}
 }
+
+// TestDoctorBackend: doctor reports the backend it would use, and why.
+func TestDoctorBackend(t *testing.T) {
+	bin := useStandin(t)
+	conf := func(bootcPath string) string {
+		return "[agent]\nrpm_ostree = \"" + bin.RpmOstree + "\"\nbootc = \"" + bootcPath + "\"\n[lock]\nenabled = false\n[staging]\npaths = []\n"
+	}
+	for _, tc := range []struct{ bootcPath, want string }{
+		{bin.Bootc, "ok    backend        bootc: bootc manages this host (booted fedora/os/stable); bootc 1.12.0, follows registry:fedora/os/stable, booted sha256:"},
+		{"/nonexistent/bootc", "ok    backend        rpm-ostree: bootc is not installed"},
+	} {
+		root := configRoot(t, map[string]string{"50-test.toml": conf(tc.bootcPath)})
+		_, out, stderr := runIn("doctor", "--root", root)
+		if !strings.Contains(out, tc.want) {
+			t.Errorf("doctor output lacks %q:\n%s%s", tc.want, out, stderr)
+		}
+	}
+}
