@@ -255,10 +255,10 @@ func (a *agent) firstStatus(ctx context.Context, timeout time.Duration) (engine.
 		if err == nil {
 			return st, nil
 		}
-		a.log.Warn("rpm-ostree status failed; retrying", "err", err)
+		a.log.Warn("reading the OS status failed; retrying", "backend", a.backend.Name, "err", err)
 		select {
 		case <-ctx.Done():
-			return st, fmt.Errorf("reading rpm-ostree status: %w", err)
+			return st, fmt.Errorf("reading the OS status (%s): %w", a.backend.Name, err)
 		case <-time.After(2 * time.Second):
 		}
 	}
