@@ -44,6 +44,9 @@ type Agent struct {
 	// RPMOstree is the rpm-ostree binary (configurable so tests and the
 	// demo can point at the stand-in).
 	RPMOstree string `toml:"rpm_ostree"`
+	// Bootc is the bootc binary (updates.backend "bootc", or "auto" on an
+	// image-mode host).
+	Bootc string `toml:"bootc"`
 }
 
 // Update sources.
@@ -65,7 +68,21 @@ type Updates struct {
 	// MaxAttempts is how many times one target may fail before it is set
 	// aside and reported instead of retried.
 	MaxAttempts int `toml:"max_attempts"`
+	// Backend is the tool that stages and applies updates: BackendAuto,
+	// BackendRPMOstree or BackendBootc.
+	Backend string `toml:"backend"`
 }
+
+// Update backends (updates.backend).
+const (
+	// BackendAuto: bootc when bootc manages the host (it booted a
+	// container image) and updates.source is "origin", else rpm-ostree.
+	BackendAuto      = "auto"
+	BackendRPMOstree = "rpm-ostree"
+	// BackendBootc: bootc upgrade --download-only, then --from-downloaded
+	// --apply (bootc >= 1.12).
+	BackendBootc = "bootc"
+)
 
 // Staging is the I/O and CPU policy of the staging window (issue 8).
 type Staging struct {
@@ -326,11 +343,13 @@ func Default() *Config {
 			StateDir:      "/var/lib/update-agent",
 			NodeName:      "auto",
 			RPMOstree:     "/usr/bin/rpm-ostree",
+			Bootc:         "/usr/bin/bootc",
 		},
 		Updates: Updates{
 			Enabled:     true,
 			Source:      SourceOrigin,
 			MaxAttempts: 3,
+			Backend:     BackendAuto,
 		},
 		Staging: Staging{
 			IOSchedulingClass:    "idle",

@@ -170,6 +170,7 @@ func (k *checker) agent(a *Agent) {
 		}
 	}
 	k.absPath("agent.rpm_ostree", a.RPMOstree)
+	k.absPath("agent.bootc", a.Bootc)
 }
 
 func (k *checker) updates(u *Updates) {
@@ -186,6 +187,16 @@ func (k *checker) updates(u *Updates) {
 	}
 	if u.MaxAttempts < 1 {
 		k.fail("updates.max_attempts", "must be >= 1, got %d", u.MaxAttempts)
+	}
+	k.backend(u)
+}
+
+// backend: bootc follows the booted image's tag; the other sources need
+// rpm-ostree's rebase or deploy.
+func (k *checker) backend(u *Updates) {
+	k.oneOf("updates.backend", u.Backend, []string{BackendAuto, BackendRPMOstree, BackendBootc})
+	if u.Backend == BackendBootc && u.Source != SourceOrigin {
+		k.failRel("updates.backend", []string{"updates.source"}, "\"bootc\" needs updates.source = \"origin\" (bootc follows the booted image), got %q", u.Source)
 	}
 }
 

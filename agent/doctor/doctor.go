@@ -175,6 +175,9 @@ type Doctor struct {
 	Metrics Metrics
 	// Gates, when set, adds the reboot gates' line.
 	Gates Gates
+	// Backend, when set, adds the update backend's line: which one
+	// (updates.backend resolved on this host), why, and what it reads.
+	Backend func(ctx context.Context) (string, error)
 	// Timeout bounds each check (default 10s).
 	Timeout time.Duration
 }
@@ -223,6 +226,9 @@ func (d Doctor) Run(ctx context.Context) Report {
 	add("etcd metrics", d.metrics)
 	add("etcd cgroup", d.cgroup)
 	add("rpm-ostree", d.rpmOstree)
+	if d.Backend != nil {
+		add("backend", d.Backend)
+	}
 	add("staging disks", d.disks)
 	if etcdOK || !d.In.LockEnabled {
 		add("reboot lock", d.lock)

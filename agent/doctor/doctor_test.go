@@ -165,6 +165,12 @@ func TestReport(t *testing.T) {
 			d.Cgroups = fakeCgroups{err: errors.New("systemd has no cgroup for it: is it running?")}
 		},
 			[]string{"FAIL  etcd cgroup    etcd.local_unit etcd.service: systemd has no cgroup for it: is it running?"}},
+		{"backend", func(d *Doctor) {
+			d.Backend = func(context.Context) (string, error) { return "bootc: bootc manages this host", nil }
+		}, []string{"ok    backend        bootc: bootc manages this host"}},
+		{"backend fails", func(d *Doctor) {
+			d.Backend = func(context.Context) (string, error) { return "", errors.New("bootc too old") }
+		}, []string{"FAIL  backend        bootc too old"}},
 		{"rpm-ostree fails", func(d *Doctor) {
 			d.OS = fakeOS{err: errors.New("rpm-ostree status --json: exit status 1: error: daemon not running")}
 		},
@@ -208,8 +214,12 @@ func TestReport(t *testing.T) {
 					t.Errorf("report lacks %q:\n%s", w, out)
 				}
 			}
-			if len(rep) != 11 {
-				t.Errorf("%d lines, want one per check (11):\n%s", len(rep), out)
+			checks := 11
+			if d.Backend != nil {
+				checks++
+			}
+			if len(rep) != checks {
+				t.Errorf("%d lines, want one per check (%d):\n%s", len(rep), checks, out)
 			}
 			wantFail := strings.Contains(strings.Join(tc.want, "\n"), "FAIL")
 			if (rep.Failed() > 0) != wantFail {

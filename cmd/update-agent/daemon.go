@@ -72,12 +72,12 @@ func runDaemon(env *cmdEnv, args []string) error {
 
 	// Before rpm-ostree is asked anything: a killed predecessor may have
 	// left rpm-ostreed frozen, and then status would never answer.
-	stage.RecoverAtStart(ctx, a.log, a.stager.Recover)
+	stage.RecoverAtStart(ctx, a.log, a.stagerPort.Recover)
 	first, err := a.firstStatus(ctx, firstStatusTimeout)
 	if err != nil {
 		return err
 	}
-	if err := a.os.RegisterDriver(ctx, driverName, a.log); err != nil {
+	if err := a.registerDriver(ctx); err != nil {
 		return err
 	}
 

@@ -72,6 +72,7 @@ func runDoctor(env *cmdEnv, args []string) error {
 		return err
 	}
 	d.Gates = chk
+	d.Backend = func(ctx context.Context) (string, error) { return describeBackend(ctx, cfg, log) }
 	rep := d.Run(context.Background())
 	if err := rep.Write(env.stdout); err != nil {
 		return err

@@ -24,6 +24,7 @@ type statusReport struct {
 	Node     string                `json:"node"`
 	Version  string                `json:"version"`
 	Strategy string                `json:"reboot_strategy"`
+	Backend  string                `json:"backend,omitempty"`
 	Engine   engine.Snapshot       `json:"engine"`
 	Lock     *lockReport           `json:"lock,omitempty"`
 	Etcd     *etcdReport           `json:"etcd,omitempty"`
@@ -60,7 +61,7 @@ type etcdReport struct {
 func (a *agent) report(ctx context.Context) statusReport {
 	snap := a.engine.Snapshot()
 	r := statusReport{Node: a.node, Version: version, Strategy: a.cfg.Reboot.Strategy,
-		Engine: snap, Staging: snap.LastStaging}
+		Engine: snap, Staging: snap.LastStaging, Backend: a.backend.Name}
 	if a.gateLog != nil {
 		if rs, at := a.gateLog.Last(); rs != nil {
 			r.Gates = &gatesReport{At: at, Results: rs}
@@ -152,6 +153,9 @@ func printStatus(w io.Writer, r statusReport, now time.Time) {
 	}
 	if r.Engine.UpdateNow {
 		line("Update-now", "requested, not yet acted on")
+	}
+	if r.Backend != "" {
+		line("Backend", "%s", r.Backend)
 	}
 	line("Booted", "%s", dep(&r.Engine.OS.Booted))
 	if s := r.Engine.OS.Staged; s != nil {

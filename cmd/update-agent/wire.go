@@ -44,6 +44,11 @@ type agent struct {
 
 	os     adapters.OS
 	stager *adapters.Stager
+	// osPort and stagerPort are the engine's: rpm-ostree's above, or
+	// bootc's (updates.backend, wire_bootc.go).
+	osPort     engine.OS
+	stagerPort engine.Stager
+	backend    chosenBackend
 	// baseline is the rolling latency baseline the daemon keeps while no
 	// staging runs (nil without the guard).
 	baseline *guard.Keeper
@@ -92,6 +97,9 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 		a.metrics.GuardDecisions("forced_thaw", rep.Guard.ForcedThaws)
 		a.metrics.Frozen(rep.Guard.Frozen)
 	}
+	if err := a.wireBackend(client); err != nil {
+		return nil, err
+	}
 
 	if cfg.Lock.Enabled {
 		if err := a.wireEtcd(); err != nil {
@@ -124,8 +132,8 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 		return nil, err
 	}
 	o := engine.Options{
-		OS:      a.os,
-		Stager:  a.stager,
+		OS:      a.osPort,
+		Stager:  a.stagerPort,
 		Hooks:   hooks,
 		Gates:   gateCheck,
 		Host:    host,
@@ -253,14 +261,14 @@ func (a *agent) firstStatus(ctx context.Context, timeout time.Duration) (engine.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		st, err := a.os.Status(ctx)
+		st, err := a.osPort.Status(ctx)
 		if err == nil {
 			return st, nil
 		}
-		a.log.Warn("rpm-ostree status failed; retrying", "err", err)
+		a.log.Warn("reading the OS status failed; retrying", "backend", a.backend.Name, "err", err)
 		select {
 		case <-ctx.Done():
-			return st, fmt.Errorf("reading rpm-ostree status: %w", err)
+			return st, fmt.Errorf("reading the OS status (%s): %w", a.backend.Name, err)
 		case <-time.After(2 * time.Second):
 		}
 	}

@@ -67,6 +67,8 @@ type solo struct {
 	boot string
 	// gates, when set, are the engine's reboot gates.
 	gates engine.Gates
+	// backend, when set, replaces the rpm-ostree adapters (bootc_test.go).
+	backend func() (engine.OS, engine.Stager)
 
 	eng    *engine.Engine
 	cancel context.CancelFunc
@@ -89,7 +91,12 @@ func (a *solo) start() {
 	client := &rpmostree.Client{Path: bin.RpmOstree, Runner: oplog.Runner{Log: a.log,
 		Env: a.env.ClientEnv("update-agent.service"), Interrupt: syscall.SIGINT}}
 	b := a.boot
-	a.eng = engine.New(engine.Options{OS: adapters.OS{Client: client}, Stager: adapters.PlainStager{Client: client},
+	var os_ engine.OS = adapters.OS{Client: client}
+	var stager engine.Stager = adapters.PlainStager{Client: client}
+	if a.backend != nil {
+		os_, stager = a.backend()
+	}
+	a.eng = engine.New(engine.Options{OS: os_, Stager: stager,
 		Store: state.Store{Dir: a.dir}, BootID: func() (string, error) { return b, nil }, Log: a.log, Gates: a.gates,
 		Policy: engine.Policy{CheckInterval: 200 * time.Millisecond, Retry: engine.Backoff{Base: time.Second, Max: time.Second},
 			MaxFailures: 3, Window: &a.win, RecheckInterval: 200 * time.Millisecond, RebootTimeout: time.Minute}})

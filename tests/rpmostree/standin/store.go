@@ -20,8 +20,10 @@ type store interface {
 	// stage makes nd (pulled into repo) the staged deployment, replacing
 	// old, locked for finalization if asked; it returns nd with its serial.
 	stage(ctx context.Context, nd Dep, deps Deployments, old *Staged, locked bool) (Dep, error)
-	// unlock removes the staged deployment's finalization lock.
+	// unlock removes the staged deployment's finalization lock; lock
+	// puts it back (bootc upgrade --download-only of what is staged).
 	unlock(ctx context.Context, s Staged) error
+	lock(ctx context.Context, s Staged) error
 	dropStaged(ctx context.Context, s Staged) error
 	dropRollback(ctx context.Context, deps Deployments) error
 }
@@ -108,6 +110,11 @@ func (f *fileStore) stage(ctx context.Context, nd Dep, deps Deployments, old *St
 
 func (f *fileStore) unlock(_ context.Context, s Staged) error {
 	s.Locked = false
+	return writeJSON(f.cfg.stagedFile(), s)
+}
+
+func (f *fileStore) lock(_ context.Context, s Staged) error {
+	s.Locked = true
 	return writeJSON(f.cfg.stagedFile(), s)
 }
 

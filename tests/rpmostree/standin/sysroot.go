@@ -173,6 +173,13 @@ func (s *sysrootStore) unlock(context.Context, Staged) error {
 	return nil
 }
 
+func (s *sysrootStore) lock(context.Context, Staged) error {
+	if err := os.MkdirAll(filepath.Dir(s.lockFile()), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(s.lockFile(), nil, 0o640)
+}
+
 // dropStaged forgets the staged deployment as a reboot without
 // finalization would (its run state goes) and lets ostree delete it.
 func (s *sysrootStore) dropStaged(ctx context.Context, _ Staged) error {

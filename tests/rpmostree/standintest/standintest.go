@@ -26,16 +26,20 @@ import (
 type Binaries struct {
 	RpmOstree string
 	MkUpdate  string
+	// Bootc is the bootc stand-in (same sysroot as RpmOstree's).
+	Bootc string
 }
 
 // Build compiles the stand-in rpm-ostree and mkupdate into dir, static
 // (the guest e2e copies them into the test guest). Call it once from
 // TestMain, or once per guest.
 func Build(dir string) (Binaries, error) {
-	b := Binaries{RpmOstree: filepath.Join(dir, "rpm-ostree"), MkUpdate: filepath.Join(dir, "mkupdate")}
+	b := Binaries{RpmOstree: filepath.Join(dir, "rpm-ostree"), MkUpdate: filepath.Join(dir, "mkupdate"),
+		Bootc: filepath.Join(dir, "bootc")}
 	for out, pkg := range map[string]string{
 		b.RpmOstree: "github.com/update-agent/update-agent/tests/rpmostree/cmd/rpm-ostree",
 		b.MkUpdate:  "github.com/update-agent/update-agent/tests/mkupdate",
+		b.Bootc:     "github.com/update-agent/update-agent/tests/rpmostree/cmd/bootc",
 	} {
 		cmd := exec.Command(goBin(), "build", "-trimpath", "-o", out, pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -138,6 +142,33 @@ func (e *Env) ClientEnv(unit string) []string {
 		env = append(env, standin.EnvCallerUnit+"="+unit)
 	}
 	return env
+}
+
+// BootcEnv is the environment of a bootc client of this host: bootc has
+// no daemon, so the CLI itself runs the reboot command; extra is added
+// (e.g. standin.EnvBootcVersion).
+func (e *Env) BootcEnv(extra ...string) []string {
+	env := append(e.ClientEnv(""), standin.EnvRebootCmd+"=touch "+e.RebootFile)
+	return append(env, extra...)
+}
+
+// Bootc runs the bootc stand-in with BootcEnv(extra) and returns stdout,
+// stderr and the exit code.
+func (e *Env) Bootc(extra []string, args ...string) (string, string, int) {
+	e.t.Helper()
+	cmd := exec.Command(e.Bin.Bootc, args...)
+	cmd.Env = append(os.Environ(), e.BootcEnv(extra...)...)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatal(err)
+	}
+	return out.String(), stderr.String(), code
 }
 
 func (e *Env) daemonEnv() []string {
