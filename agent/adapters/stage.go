@@ -23,6 +23,10 @@ type Stager struct {
 	Make func(ctx context.Context) (*stage.Stager, error)
 	// Image, when set, is rebased to (updates.source = "image").
 	Image string
+	// Exact (updates.source = "graph"): the target names the release to
+	// deploy (a commit, or an image digest), never "what the ref or tag
+	// points at now".
+	Exact bool
 	// AllowDowngrade lets the staged tree be older than the current one
 	// (updates.allow_downgrade); otherwise rpm-ostree refuses it.
 	AllowDowngrade bool
@@ -86,6 +90,9 @@ func (a *Stager) Stage(ctx context.Context, t state.Target) error {
 	}
 	booted, _ := before.Booted()
 	req := Request(booted, a.Image, t)
+	if a.Exact {
+		req = rpmostree.StageRequest{Kind: rpmostree.StageDeploy, Checksum: t.Checksum, SkipBranchCheck: true}
+	}
 	req.AllowDowngrade = a.AllowDowngrade
 	if _, err := a.run(ctx, s, req); err != nil {
 		return a.busyAfter(ctx, err) // agent/stage's errors say "staging"; the engine knows the target

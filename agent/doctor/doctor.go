@@ -98,6 +98,11 @@ type Metrics interface {
 	Fetch(ctx context.Context, url string) (io.ReadCloser, error)
 }
 
+// Updates checks the update source.
+type Updates interface {
+	Check(ctx context.Context) (string, error)
+}
+
 // Gates evaluates the reboot gates (gates.Checker).
 type Gates interface {
 	Check(ctx context.Context) []gates.Result
@@ -128,6 +133,9 @@ type Doctor struct {
 	Metrics Metrics
 	// Gates, when set, adds the reboot gates' line.
 	Gates Gates
+	// Updates, when set, adds updates.source's line (for the update graph:
+	// its reachability and the booted release's place in it).
+	Updates Updates
 	// Timeout bounds each check (default 10s).
 	Timeout time.Duration
 }
@@ -174,6 +182,9 @@ func (d Doctor) Run(ctx context.Context) Report {
 	add("etcd metrics", d.metrics)
 	add("etcd cgroup", d.cgroup)
 	add("rpm-ostree", d.rpmOstree)
+	if d.Updates != nil {
+		add("update source", d.Updates.Check)
+	}
 	add("staging disks", d.disks)
 	if etcdOK || !d.In.LockEnabled {
 		add("reboot lock", d.lock)

@@ -43,6 +43,7 @@ func runDoctor(env *cmdEnv, args []string) error {
 		Disks:   doctor.SysfsDisks{Root: *root},
 		Metrics: doctor.HTTPMetrics{},
 	}
+	d.Updates = updateSourceProbe{cfg: cfg, root: *root, client: &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}}, log: log}
 	cli, err := etcdclient.New(etcdClientOptions(cfg, *root))
 	if err != nil {
 		d.Etcd = doctor.NoEtcd{Err: err}

@@ -13,6 +13,7 @@ import (
 	"github.com/update-agent/update-agent/agent/control"
 	"github.com/update-agent/update-agent/agent/engine"
 	"github.com/update-agent/update-agent/agent/etcdmember"
+	"github.com/update-agent/update-agent/agent/graph"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/state"
 )
@@ -27,6 +28,8 @@ type statusReport struct {
 	Lock     *lockReport           `json:"lock,omitempty"`
 	Etcd     *etcdReport           `json:"etcd,omitempty"`
 	Staging  *engine.StagingReport `json:"last_staging,omitempty"`
+	// Graph is the last update-graph check (updates.source = "graph").
+	Graph *graph.Report `json:"graph,omitempty"`
 }
 
 type lockReport struct {
@@ -53,6 +56,9 @@ func (a *agent) report(ctx context.Context) statusReport {
 	snap := a.engine.Snapshot()
 	r := statusReport{Node: a.node, Version: version, Strategy: a.cfg.Reboot.Strategy,
 		Engine: snap, Staging: snap.LastStaging}
+	if a.graph != nil {
+		r.Graph = a.graph.Last()
+	}
 	if a.etcd == nil {
 		return r
 	}
@@ -153,6 +159,7 @@ func printStatus(w io.Writer, r statusReport, now time.Time) {
 	if st.Target.Checksum != "" && st.Phase != state.Idle {
 		line("Target", "%s", dep(&engine.Deployment{Checksum: st.Target.Checksum, Version: st.Target.Version}))
 	}
+	graphLines(line, r.Graph, now)
 	line("Reboot window", "%s", window(r, now))
 	if l := r.Lock; l != nil {
 		line("Reboot slot", "%s", slot(l, r.Node, st))
