@@ -77,6 +77,13 @@ func Request(booted rpmostree.Deployment, image string, t state.Target) rpmostre
 	return rpmostree.StageRequest{Kind: rpmostree.StageDeploy, Checksum: t.Checksum}
 }
 
+// ExactRequest deploys exactly t (a commit, or an image digest), as zincati
+// deploys an update graph's release: skipping the branch check, since the
+// release need not be in the history of the origin's ref.
+func ExactRequest(t state.Target) rpmostree.StageRequest {
+	return rpmostree.StageRequest{Kind: rpmostree.StageDeploy, Checksum: t.Checksum, SkipBranchCheck: true}
+}
+
 // Stage stages t and checks that a new staged deployment came of it: when
 // rpm-ostree finds nothing new it does not lock anything.
 func (a *Stager) Stage(ctx context.Context, t state.Target) error {
@@ -91,7 +98,7 @@ func (a *Stager) Stage(ctx context.Context, t state.Target) error {
 	booted, _ := before.Booted()
 	req := Request(booted, a.Image, t)
 	if a.Exact {
-		req = rpmostree.StageRequest{Kind: rpmostree.StageDeploy, Checksum: t.Checksum, SkipBranchCheck: true}
+		req = ExactRequest(t)
 	}
 	req.AllowDowngrade = a.AllowDowngrade
 	if _, err := a.run(ctx, s, req); err != nil {
@@ -190,6 +197,8 @@ type PlainStager struct {
 	Client         *rpmostree.Client
 	Image          string
 	AllowDowngrade bool
+	// Exact: as Stager's.
+	Exact bool
 	// Txn: as Stager's.
 	Txn *txn.Settler
 }
@@ -202,6 +211,9 @@ func (p PlainStager) Stage(ctx context.Context, t state.Target) error {
 	}
 	booted, _ := st.Booted()
 	req := Request(booted, p.Image, t)
+	if p.Exact {
+		req = ExactRequest(t)
+	}
 	req.AllowDowngrade = p.AllowDowngrade
 	end, err := settle(ctx, p.Txn, p.Client.StageArgv(req))
 	if err != nil {
