@@ -52,10 +52,10 @@ func (g *Graph) GraphChecked(r graph.Report) {
 	}
 	g.nodes.Set(float64(r.Nodes))
 	g.edges.Set(float64(r.Edges))
-	g.ignored.Set(float64(r.Denied))
 	if !r.InGraph {
-		return // whether the booted release is a dead end is unknown: keep the last answer
+		return // the booted release's edges are unknown: keep the last answer
 	}
+	g.ignored.Set(float64(r.Denied))
 	if r.DeadEnd {
 		g.deadEnd.Set(1)
 	} else {
