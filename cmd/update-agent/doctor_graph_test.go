@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/graph"
+	gt "github.com/update-agent/update-agent/agent/graph/graphtest"
+	"github.com/update-agent/update-agent/agent/rpmostree"
+)
+
+// TestDoctorGraph: with updates.source = "graph", doctor's update-source
+// line says whether the graph answers and where the booted release stands
+// in it; a dead end and an unreachable graph fail it.
+func TestDoctorGraph(t *testing.T) {
+	bin := useStandin(t)
+	st, err := (&rpmostree.Client{Path: bin.RpmOstree}).Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := st.Booted()
+	srv := gt.New(gt.Release{Version: "40.1", Checksum: b.Checksum, Rollout: gt.Done},
+		gt.Release{Version: "40.2", Checksum: strings.Repeat("b", 64), Rollout: gt.Done})
+	defer srv.Close()
+	conf := func(url string) map[string]string {
+		return map[string]string{"50-test.toml": `
+[agent]
+rpm_ostree = "` + bin.RpmOstree + `"
+[updates]
+source = "graph"
+[cincinnati]
+base_url = "` + url + `"
+[identity]
+stream = "stable"
+[etcd]
+endpoints = ["http://127.0.0.1:1"]
+dial_timeout = "1s"
+[staging]
+paths = []
+`}
+	}
+	_, out, _ := runIn("doctor", "--root", configRoot(t, conf(srv.URL)))
+	want := "ok    update source  graph at " + srv.URL + " (stream stable, " + graph.HostBasearch() + "): reachable, 2 releases; booted 40.1 (age_index 0); update to 40.2 offered"
+	if !strings.Contains(out, want) {
+		t.Errorf("doctor output lacks %q:\n%s", want, out)
+	}
+
+	srv.Set(gt.Release{Version: "40.1", Checksum: b.Checksum, DeadEnd: "breaks etcd", Rollout: gt.Done})
+	_, out, _ = runIn("doctor", "--root", configRoot(t, conf(srv.URL)))
+	if want := "FAIL  update source  graph at " + srv.URL; !strings.Contains(out, want) || !strings.Contains(out, "a dead end (breaks etcd)") {
+		t.Errorf("doctor on a dead end:\n%s", out)
+	}
+
+	srv.Close()
+	_, out, _ = runIn("doctor", "--root", configRoot(t, conf(srv.URL)))
+	if !strings.Contains(out, "FAIL  update source") || !strings.Contains(out, "update graph unreachable") {
+		t.Errorf("doctor with the graph down:\n%s", out)
+	}
+}
+
+// TestStatusGraphLines: status says where the booted release stands in the
+// graph, a dead end on a line of its own, and an unreachable graph as such.
+func TestStatusGraphLines(t *testing.T) {
+	now := time.Now()
+	var b strings.Builder
+	r := statusReport{Graph: &graph.Report{At: now, BaseURL: "http://g", Reachable: true, InGraph: true, Stream: "stable",
+		BootedVersion: "40.2", AgeIndex: 7, Nodes: 9, DeadEnd: true, DeadEndReason: "breaks etcd",
+		Why: "booted release 40.2 is a dead end (breaks etcd): the graph offers no update from it"}}
+	printStatus(&b, r, now)
+	for _, want := range []string{"Update graph:", "booted 40.2 (age_index 7) in stream stable, 9 releases", "Dead end:", "40.2 is a dead end: breaks etcd"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	printStatus(&b, statusReport{Graph: &graph.Report{At: now, BaseURL: "http://g", Error: "update graph unreachable: x"}}, now)
+	if !strings.Contains(b.String(), "http://g unreachable") || strings.Contains(b.String(), "Dead end") {
+		t.Errorf("status:\n%s", b.String())
+	}
+}
