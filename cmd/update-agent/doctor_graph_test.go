@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/agent/graph"
 	gt "github.com/update-agent/update-agent/agent/graph/graphtest"
 	"github.com/update-agent/update-agent/agent/rpmostree"
@@ -78,5 +80,31 @@ func TestStatusGraphLines(t *testing.T) {
 	printStatus(&b, statusReport{Graph: &graph.Report{At: now, BaseURL: "http://g", Error: "update graph unreachable: x"}}, now)
 	if !strings.Contains(b.String(), "http://g unreachable") || strings.Contains(b.String(), "Dead end") {
 		t.Errorf("status:\n%s", b.String())
+	}
+}
+
+// TestGraphTarget: stage-once's target with updates.source = "graph" is the
+// graph's release, or none with the reason.
+func TestGraphTarget(t *testing.T) {
+	bin := useStandin(t)
+	client := &rpmostree.Client{Path: bin.RpmOstree}
+	st, err := client.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := st.Booted()
+	next := strings.Repeat("c", 64)
+	srv := gt.New(gt.Release{Version: "40.1", Checksum: b.Checksum, Rollout: gt.Done}, gt.Release{Version: "40.2", Checksum: next, Rollout: gt.Done})
+	defer srv.Close()
+	cfg := config.Default()
+	cfg.Updates.Source, cfg.Cincinnati.BaseURL, cfg.Identity.Stream = config.SourceGraph, srv.URL, "stable"
+	tg, _, err := graphTarget(context.Background(), cfg, t.TempDir(), client, slog.Default())
+	if err != nil || tg == nil || tg.Checksum != next {
+		t.Fatalf("target %+v, %v; want %s", tg, err, next)
+	}
+	srv.Set(gt.Release{Version: "40.1", Checksum: b.Checksum, Rollout: gt.Done})
+	tg, why, err := graphTarget(context.Background(), cfg, t.TempDir(), client, slog.Default())
+	if err != nil || tg != nil || !strings.Contains(why, "is the newest the update graph offers") {
+		t.Fatalf("target %+v, %q, %v; want none", tg, why, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/agent/graph"
 	"github.com/update-agent/update-agent/agent/rpmostree"
+	"github.com/update-agent/update-agent/agent/state"
 )
 
 // deadEndMOTD is where the dead-end notice goes (beside the reboot notice).
@@ -84,4 +85,20 @@ func graphLines(line func(k, format string, a ...any), g *graph.Report, now time
 	if g.DeadEnd {
 		line("Dead end", "booted release %s is a dead end: %s; no update leaves it, move the node by hand", g.BootedVersion, g.DeadEndReason)
 	}
+}
+
+// graphTarget asks the update graph once (stage-once): the release to
+// stage, or why there is none.
+func graphTarget(ctx context.Context, cfg *config.Config, root string, client *rpmostree.Client, log *slog.Logger) (*state.Target, string, error) {
+	st, err := client.Status(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	src := newGraphSource(cfg, root, log)
+	src.Notice = nil // the daemon keeps the notice
+	t, err := src.Check(ctx, st)
+	if err != nil {
+		return nil, "", err
+	}
+	return t, src.Last().Why, nil
 }
