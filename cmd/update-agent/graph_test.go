@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +109,41 @@ func TestGraphTarget(t *testing.T) {
 	tg, why, err := graphTarget(context.Background(), cfg, t.TempDir(), client, slog.Default())
 	if err != nil || tg != nil || !strings.Contains(why, "is the newest the update graph offers") {
 		t.Fatalf("target %+v, %q, %v; want none", tg, why, err)
+	}
+}
+
+// TestWireGraph: updates.source = "graph" wires the graph source into the
+// OS adapter and makes the stager deploy exactly, with [identity] as
+// configured and node_uuid derived as zincati does.
+func TestWireGraph(t *testing.T) {
+	cfg := config.Default()
+	cfg.Agent.NodeName = "n1"
+	cfg.Lock.Enabled = false
+	cfg.Updates.Source, cfg.Cincinnati.BaseURL = config.SourceGraph, "http://graph.example"
+	cfg.Identity.Group, cfg.Identity.RolloutWariness = "etcd", 0.25
+	root := t.TempDir()
+	mustWrite(t, root+"/etc/machine-id", "3d1219c7c4c5404aaa1f6d2a48adfda4\n")
+	mustWrite(t, root+"/proc/cmdline", "BOOT_IMAGE=x ignition.platform.id=metal\n")
+	a, err := wire(cfg, root, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	if a.graph == nil || a.os.Graph != a.graph || !a.stager.Exact {
+		t.Fatalf("graph source not wired: %+v", a.os)
+	}
+	want := graph.Identity{Group: "etcd", NodeUUID: "975228d46dc94622b9bbe16671e2b58d", Platform: "metal", Wariness: 0.25}
+	if a.graph.Identity != want || a.graph.Client.BaseURL != "http://graph.example" {
+		t.Errorf("identity %+v, want %+v", a.graph.Identity, want)
+	}
+}
+
+func mustWrite(t *testing.T, p, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
