@@ -22,6 +22,14 @@ type OS struct {
 	// Image, when set (updates.source = "image"), is what the host must
 	// follow; `upgrade --check` only knows the booted origin.
 	Image string
+	// Graph, when set (updates.source = "graph"), chooses the target from
+	// the update graph instead of `upgrade --check`.
+	Graph GraphSource
+}
+
+// GraphSource chooses the update for the host st describes (graph.Source).
+type GraphSource interface {
+	Check(ctx context.Context, st *rpmostree.Status) (*state.Target, error)
 }
 
 func deployment(d rpmostree.Deployment) engine.Deployment {
@@ -48,6 +56,13 @@ func (o OS) Status(ctx context.Context) (engine.OSStatus, error) {
 
 // Check asks rpm-ostree for an update.
 func (o OS) Check(ctx context.Context) (*state.Target, error) {
+	if o.Graph != nil {
+		st, err := o.Client.Status(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("checking for OS updates: %w", mapBusy(err))
+		}
+		return o.Graph.Check(ctx, st)
+	}
 	if o.Image != "" {
 		st, err := o.Client.Status(ctx)
 		if err != nil {

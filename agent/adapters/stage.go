@@ -23,6 +23,10 @@ type Stager struct {
 	Make func(ctx context.Context) (*stage.Stager, error)
 	// Image, when set, is rebased to (updates.source = "image").
 	Image string
+	// Exact (updates.source = "graph"): the target names the release to
+	// deploy (a commit, or an image digest), never "what the ref or tag
+	// points at now".
+	Exact bool
 	// AllowDowngrade lets the staged tree be older than the current one
 	// (updates.allow_downgrade); otherwise rpm-ostree refuses it.
 	AllowDowngrade bool
@@ -73,6 +77,13 @@ func Request(booted rpmostree.Deployment, image string, t state.Target) rpmostre
 	return rpmostree.StageRequest{Kind: rpmostree.StageDeploy, Checksum: t.Checksum}
 }
 
+// ExactRequest deploys exactly t (a commit, or an image digest), as zincati
+// deploys an update graph's release: skipping the branch check, since the
+// release need not be in the history of the origin's ref.
+func ExactRequest(t state.Target) rpmostree.StageRequest {
+	return rpmostree.StageRequest{Kind: rpmostree.StageDeploy, Checksum: t.Checksum, SkipBranchCheck: true}
+}
+
 // Stage stages t and checks that a new staged deployment came of it: when
 // rpm-ostree finds nothing new it does not lock anything.
 func (a *Stager) Stage(ctx context.Context, t state.Target) error {
@@ -86,6 +97,9 @@ func (a *Stager) Stage(ctx context.Context, t state.Target) error {
 	}
 	booted, _ := before.Booted()
 	req := Request(booted, a.Image, t)
+	if a.Exact {
+		req = ExactRequest(t)
+	}
 	req.AllowDowngrade = a.AllowDowngrade
 	if _, err := a.run(ctx, s, req); err != nil {
 		return a.busyAfter(ctx, err) // agent/stage's errors say "staging"; the engine knows the target
@@ -183,6 +197,8 @@ type PlainStager struct {
 	Client         *rpmostree.Client
 	Image          string
 	AllowDowngrade bool
+	// Exact: as Stager's.
+	Exact bool
 	// Txn: as Stager's.
 	Txn *txn.Settler
 }
@@ -195,6 +211,9 @@ func (p PlainStager) Stage(ctx context.Context, t state.Target) error {
 	}
 	booted, _ := st.Booted()
 	req := Request(booted, p.Image, t)
+	if p.Exact {
+		req = ExactRequest(t)
+	}
 	req.AllowDowngrade = p.AllowDowngrade
 	end, err := settle(ctx, p.Txn, p.Client.StageArgv(req))
 	if err != nil {

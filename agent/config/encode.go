@@ -103,6 +103,12 @@ func tomlValue(v reflect.Value) (string, error) {
 		x = t.String()
 	case Bandwidth:
 		x = t.String()
+	case Wariness:
+		if t < 0 {
+			x = t.String()
+		} else {
+			x = float64(t)
+		}
 	case CPUWeight:
 		if t == CPUWeightIdle {
 			x = "idle"

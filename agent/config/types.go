@@ -22,6 +22,10 @@ type Config struct {
 	Metrics Metrics `toml:"metrics"`
 	// FleetLock serves zincati's FleetLock protocol (fleetlock.go).
 	FleetLock FleetLock `toml:"fleetlock"`
+	// Cincinnati and Identity: the update graph (updates.source = "graph",
+	// graph.go), in zincati's words.
+	Cincinnati Cincinnati `toml:"cincinnati"`
+	Identity   Identity   `toml:"identity"`
 
 	// src records where each value came from when the Config was loaded,
 	// so that Validate can name the file of a bad value.
@@ -58,7 +62,7 @@ const (
 // Updates says what to update to.
 type Updates struct {
 	Enabled bool `toml:"enabled"`
-	// Source is "origin" or "image".
+	// Source is "origin", "image" or "graph".
 	Source string `toml:"source"`
 	// Image is the container image reference used when Source is "image",
 	// with its ostree transport ("ostree-unverified-registry:...").
@@ -423,5 +427,6 @@ func Default() *Config {
 		},
 		FleetLock: FleetLock{MaxHold: Duration(2 * time.Hour), MaxWaiters: 64, AllowIDs: []string{}, AllowNetworks: []string{},
 			Groups: []FleetLockGroup{}},
+		Identity: Identity{Group: "default", RolloutWariness: WarinessAuto},
 	}
 }

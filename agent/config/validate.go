@@ -155,6 +155,7 @@ func (c *Config) check(root string) ([]error, []string) {
 	k.gates(&c.Gates)
 	k.metrics(&c.Metrics)
 	k.fleetLock(&c.FleetLock)
+	k.graph(&c.Cincinnati, &c.Identity, c.Updates.Source)
 	return k.errs, k.warns
 }
 
@@ -174,7 +175,7 @@ func (k *checker) agent(a *Agent) {
 }
 
 func (k *checker) updates(u *Updates) {
-	k.oneOf("updates.source", u.Source, []string{SourceOrigin, SourceImage})
+	k.oneOf("updates.source", u.Source, []string{SourceOrigin, SourceImage, SourceGraph})
 	switch {
 	case u.Source == SourceImage && u.Image == "":
 		k.failRel("updates.image", []string{"updates.source"}, "required when updates.source is \"image\"")
@@ -182,8 +183,8 @@ func (k *checker) updates(u *Updates) {
 		return strings.HasPrefix(u.Image, t) && len(u.Image) > len(t)
 	}):
 		k.fail("updates.image", "must start with an ostree transport (%s), got %q", strings.Join(imageTransports, " "), u.Image)
-	case u.Source == SourceOrigin && u.Image != "":
-		k.warn("updates.image", "ignored while updates.source is \"origin\"")
+	case u.Source != SourceImage && u.Image != "":
+		k.warn("updates.image", "ignored while updates.source is %q", u.Source)
 	}
 	if u.MaxAttempts < 1 {
 		k.fail("updates.max_attempts", "must be >= 1, got %d", u.MaxAttempts)

@@ -21,7 +21,7 @@ func TestValidationRules(t *testing.T) {
 		{"[agent]\nstate_dir = \"var/lib/x\"", "agent.state_dir", `must be an absolute path, got "var/lib/x"`},
 		{"[agent]\nnode_name = \"node 1\"", "agent.node_name", `must be "auto" or match ^[a-zA-Z0-9.-]+$, got "node 1"`},
 		{"[agent]\nrpm_ostree = \"rpm-ostree\"", "agent.rpm_ostree", `must be an absolute path`},
-		{"[updates]\nsource = \"git\"", "updates.source", `must be one of "origin", "image", got "git"`},
+		{"[updates]\nsource = \"git\"", "updates.source", `must be one of "origin", "image"`},
 		{"[updates]\nsource = \"image\"", "updates.image", `required when updates.source is "image"`},
 		{"[updates]\nbackend = \"dnf\"", "updates.backend", `must be one of "auto", "rpm-ostree", "bootc", got "dnf"`},
 		{"[updates]\nbackend = \"bootc\"\nsource = \"image\"\nimage = \"ostree-unverified-registry:example.invalid/os:1\"", "updates.backend", `"bootc" needs updates.source = "origin"`},

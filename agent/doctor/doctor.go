@@ -131,6 +131,11 @@ type Metrics interface {
 	Fetch(ctx context.Context, url string) (io.ReadCloser, error)
 }
 
+// Updates checks the update source.
+type Updates interface {
+	Check(ctx context.Context) (string, error)
+}
+
 // Gates evaluates the reboot gates (gates.Checker).
 type Gates interface {
 	Check(ctx context.Context) []gates.Result
@@ -178,6 +183,9 @@ type Doctor struct {
 	// Backend, when set, adds the update backend's line: which one
 	// (updates.backend resolved on this host), why, and what it reads.
 	Backend func(ctx context.Context) (string, error)
+	// Updates, when set, adds updates.source's line (for the update graph:
+	// its reachability and the booted release's place in it).
+	Updates Updates
 	// Timeout bounds each check (default 10s).
 	Timeout time.Duration
 }
@@ -228,6 +236,9 @@ func (d Doctor) Run(ctx context.Context) Report {
 	add("rpm-ostree", d.rpmOstree)
 	if d.Backend != nil {
 		add("backend", d.Backend)
+	}
+	if d.Updates != nil {
+		add("update source", d.Updates.Check)
 	}
 	add("staging disks", d.disks)
 	if etcdOK || !d.In.LockEnabled {

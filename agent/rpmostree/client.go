@@ -137,6 +137,9 @@ type StageRequest struct {
 	Kind     StageKind
 	Checksum string // StageDeploy
 	Ref      string // StageRebase: a refspec or container image reference
+	// SkipBranchCheck (deploy): the commit need not be in the history of
+	// the origin's ref, as zincati deploys the update graph's releases.
+	SkipBranchCheck bool
 	// AllowDowngrade lets the new tree be older than the booted one.
 	// upgrade refuses an older tree by default, deploy and rebase allow
 	// one: StageArgv makes all three refuse unless this is set.
@@ -164,6 +167,15 @@ func (c *Client) StageArgv(req StageRequest) []string {
 		argv = append(argv, "deploy", "--lock-finalization", "--unchanged-exit-77")
 		if !req.AllowDowngrade {
 			argv = append(argv, "--disallow-downgrade")
+		}
+		if strings.HasPrefix(req.Checksum, "sha256:") {
+			// An image digest: rpm-ostree deploys it for a container
+			// origin as it is (no revision= prefix, no branch).
+			argv = append(argv, req.Checksum)
+			break
+		}
+		if req.SkipBranchCheck {
+			argv = append(argv, "--skip-branch-check")
 		}
 		argv = append(argv, "revision="+req.Checksum)
 	case StageRebase:

@@ -43,6 +43,9 @@ type Deployment struct {
 	// moved into /run/ostree/staged-deployment. The engine records what it
 	// locked itself (state.State.Locked).
 	FinalizationLocked *bool `json:"finalization-locked,omitempty"`
+	// BaseCommitMeta is the base commit's metadata (the update graph reads
+	// the stream from it).
+	BaseCommitMeta map[string]any `json:"base-commit-meta,omitempty"`
 }
 
 // Transaction is status's "transaction": [method, sender, object path].

@@ -57,6 +57,7 @@ func runDoctor(env *cmdEnv, args []string) error {
 	if d.Metrics, err = doctorMetrics(cfg, *root); err != nil {
 		return configError{err}
 	}
+	d.Updates = updateSourceProbe{cfg: cfg, root: *root, client: &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}}, log: log}
 	cli, err := etcdclient.New(etcdClientOptions(cfg, *root))
 	if err != nil {
 		d.Etcd = doctor.NoEtcd{Err: err}

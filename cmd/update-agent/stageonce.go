@@ -9,6 +9,8 @@ import (
 	"runtime/pprof"
 	"syscall"
 
+	"github.com/update-agent/update-agent/agent/adapters"
+	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/agent/logging"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/agent/stage"
@@ -21,7 +23,7 @@ import (
 func runStageOnce(env *cmdEnv, args []string) error {
 	fs := newFlags(env, "stage-once")
 	root := fs.String("root", "/", "prefix for the configuration and state directories (tests)")
-	deploy := fs.String("deploy", "", "stage this commit (rpm-ostree deploy revision=) instead of upgrading")
+	deploy := fs.String("deploy", "", "stage this commit (rpm-ostree deploy revision=) instead of upgrading (or, with updates.source = \"graph\", the graph's release)")
 	rebase := fs.String("rebase", "", "rebase to this refspec or container image instead of upgrading")
 	debug := fs.Bool("debug", false, "log debug messages (every latency guard decision)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (pprof)")
@@ -61,6 +63,19 @@ func runStageOnce(env *cmdEnv, args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	client := newClient(cfg, log)
+	if req.Kind == rpmostree.StageUpgrade && cfg.Updates.Source == config.SourceGraph {
+		// The graph's release, exactly: never what the ref points at now.
+		t, why, err := graphTarget(ctx, cfg, *root, client, log)
+		if err != nil {
+			return err
+		}
+		if t == nil {
+			fmt.Fprintf(env.stdout, "nothing to stage: %s\n", why)
+			return nil
+		}
+		req = adapters.ExactRequest(*t)
+		req.AllowDowngrade = cfg.Updates.AllowDowngrade
+	}
 	s, _ := newStager(cfg, *root, rooted(*root, cfg.Agent.StateDir), client, log)
 	// Before anything asks rpm-ostree (building the command does not; the
 	// daemon-idle check does): a killed run may have left rpm-ostreed frozen.

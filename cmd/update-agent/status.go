@@ -14,6 +14,7 @@ import (
 	"github.com/update-agent/update-agent/agent/engine"
 	"github.com/update-agent/update-agent/agent/etcdmember"
 	"github.com/update-agent/update-agent/agent/gates"
+	"github.com/update-agent/update-agent/agent/graph"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/state"
 )
@@ -31,6 +32,8 @@ type statusReport struct {
 	Staging  *engine.StagingReport `json:"last_staging,omitempty"`
 	// Gates is the reboot gates' last evaluation (while holding a slot).
 	Gates *gatesReport `json:"gates,omitempty"`
+	// Graph is the last update-graph check (updates.source = "graph").
+	Graph *graph.Report `json:"graph,omitempty"`
 }
 
 type gatesReport struct {
@@ -66,6 +69,9 @@ func (a *agent) report(ctx context.Context) statusReport {
 		if rs, at := a.gateLog.Last(); rs != nil {
 			r.Gates = &gatesReport{At: at, Results: rs}
 		}
+	}
+	if a.graph != nil {
+		r.Graph = a.graph.Last()
 	}
 	if a.etcd == nil {
 		return r
@@ -170,6 +176,7 @@ func printStatus(w io.Writer, r statusReport, now time.Time) {
 	if st.Target.Checksum != "" && st.Phase != state.Idle {
 		line("Target", "%s", dep(&engine.Deployment{Checksum: st.Target.Checksum, Version: st.Target.Version}))
 	}
+	graphLines(line, r.Graph, now)
 	line("Reboot window", "%s", window(r, now))
 	if l := r.Lock; l != nil {
 		line("Reboot slot", "%s", slot(l, r.Node, st))

@@ -17,6 +17,7 @@ import (
 	"github.com/update-agent/update-agent/agent/engine"
 	"github.com/update-agent/update-agent/agent/etcdclient"
 	"github.com/update-agent/update-agent/agent/etcdmember"
+	"github.com/update-agent/update-agent/agent/graph"
 	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/metrics"
@@ -43,6 +44,7 @@ type agent struct {
 	log      *slog.Logger
 
 	os     adapters.OS
+	graph  *graph.Source // nil unless updates.source = "graph"
 	stager *adapters.Stager
 	// osPort and stagerPort are the engine's: rpm-ostree's above, or
 	// bootc's (updates.backend, wire_bootc.go).
@@ -92,6 +94,11 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 		a.os.Image = cfg.Updates.Image
 	}
 	a.stager, a.baseline = newStager(cfg, root, a.stateDir, client, a.log)
+	if cfg.Updates.Source == config.SourceGraph {
+		a.graph = newGraphSource(cfg, root, a.log)
+		a.graph.Observer = metrics.NewGraph(a.metrics.Registry)
+		a.os.Graph, a.stager.Exact = a.graph, true
+	}
 	a.stager.Done = func(rep stage.Report, _ error) {
 		a.metrics.GuardDecisions("freeze", rep.Guard.Freezes)
 		a.metrics.GuardDecisions("forced_thaw", rep.Guard.ForcedThaws)

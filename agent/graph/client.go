@@ -1,0 +1,128 @@
+package graph
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// MaxResponse bounds the graph read: Fedora CoreOS's graph is ~100 KB; past
+// this the answer is refused, not held or parsed.
+const MaxResponse = 8 << 20
+
+// Timeout bounds one request, connection to last byte.
+const Timeout = time.Minute
+
+// Params identify the node to the server (the Cincinnati query).
+type Params struct {
+	Basearch, Stream, Platform, Group, NodeUUID string
+	OSVersion                                   string
+	// OSChecksum is the booted commit, or the booted image pinned by digest
+	// (then OCI is set).
+	OSChecksum string
+	OCI        bool
+	// Wariness is rollout_wariness, omitted when negative (the server
+	// then decides).
+	Wariness float64
+}
+
+// Query is the URL query for p, with zincati's keys.
+func (p Params) Query() url.Values {
+	q := url.Values{}
+	for k, v := range map[string]string{"basearch": p.Basearch, "stream": p.Stream, "platform": p.Platform,
+		"group": p.Group, "node_uuid": p.NodeUUID, "os_version": p.OSVersion, "os_checksum": p.OSChecksum} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if p.OCI {
+		q.Set("oci", "true")
+	}
+	if p.Wariness >= 0 {
+		q.Set("rollout_wariness", fmt.Sprintf("%.6f", p.Wariness))
+	}
+	return q
+}
+
+// Client fetches graphs from one server.
+type Client struct {
+	// BaseURL is [cincinnati] base_url; the graph is at BaseURL/v1/graph.
+	BaseURL string
+	// HTTP defaults to a client with Timeout.
+	HTTP *http.Client
+}
+
+// ServerError is the server's refusal ({"kind", "value"} with a 4xx/5xx).
+type ServerError struct {
+	Status      int
+	Kind, Value string
+}
+
+func (e *ServerError) Error() string {
+	if e.Kind == "" {
+		return fmt.Sprintf("update graph server answered HTTP %d", e.Status)
+	}
+	return fmt.Sprintf("update graph server answered HTTP %d: %s: %s", e.Status, e.Kind, e.Value)
+}
+
+// ErrUnreachable wraps every failure to get an answer at all (connection,
+// timeout, TLS): the node cannot tell whether an update exists.
+var ErrUnreachable = errors.New("update graph unreachable")
+
+// Endpoint is the graph URL for q.
+func (c *Client) Endpoint(q url.Values) (string, error) {
+	u, err := url.Parse(strings.TrimSuffix(c.BaseURL, "/") + "/v1/graph")
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("cincinnati.base_url %q is not an http(s) URL", c.BaseURL)
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// Fetch gets and decodes the graph for p.
+func (c *Client) Fetch(ctx context.Context, p Params) (Graph, error) {
+	endpoint, err := c.Endpoint(p.Query())
+	if err != nil {
+		return Graph{}, err
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: Timeout}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
+	if err != nil {
+		return Graph{}, fmt.Errorf("fetching the update graph: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return Graph{}, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, endpoint, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse+1))
+	if err != nil {
+		return Graph{}, fmt.Errorf("%w: reading the answer of GET %s: %w", ErrUnreachable, endpoint, err)
+	}
+	if len(body) > MaxResponse {
+		return Graph{}, fmt.Errorf("GET %s: the answer exceeds %d bytes; refused", endpoint, MaxResponse)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		se := &ServerError{Status: resp.StatusCode}
+		var e struct{ Kind, Value string }
+		if json.Unmarshal(body, &e) == nil {
+			se.Kind, se.Value = e.Kind, e.Value
+		}
+		return Graph{}, fmt.Errorf("GET %s: %w", endpoint, se)
+	}
+	g, err := Decode(body)
+	if err != nil {
+		return Graph{}, fmt.Errorf("GET %s: %w", endpoint, err)
+	}
+	return g, nil
+}

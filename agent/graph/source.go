@@ -1,0 +1,275 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/rpmostree"
+	"github.com/update-agent/update-agent/agent/state"
+)
+
+// Identity is the node's identity as configured ([identity]); empty
+// Basearch, Stream and Platform are read from the host.
+type Identity struct {
+	Basearch, Stream, Platform, Group, NodeUUID string
+	// Wariness < 0: not sent (the server decides).
+	Wariness float64
+}
+
+// Observer is told the outcome of each check (metrics).
+type Observer interface {
+	GraphChecked(r Report)
+}
+
+// DeadEndNotice shows the people on the host that the booted release is a
+// dead end (a motd line); Clear takes it back.
+type DeadEndNotice interface {
+	Set(version, reason string) error
+	Clear() error
+}
+
+// Source chooses the update from the update graph (updates.source =
+// "graph"). Its Check is the OS adapter's check for that source.
+type Source struct {
+	Client   *Client
+	Identity Identity
+	Policy   Policy
+	// Now stamps reports (default time.Now).
+	Now      func() time.Time
+	Observer Observer
+	Notice   DeadEndNotice
+	Log      *slog.Logger
+
+	mu       sync.Mutex
+	last     *Report
+	deadEnd  *bool // the notice's state, nil before the first answer
+	lastWhy  string
+	lastFail string
+}
+
+// Report is the outcome of the last check, for status, doctor and metrics.
+type Report struct {
+	At       time.Time `json:"at"`
+	BaseURL  string    `json:"base_url"`
+	Stream   string    `json:"stream,omitempty"`
+	Basearch string    `json:"basearch,omitempty"`
+	// Reachable: the server answered with a graph.
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+	Nodes     int    `json:"nodes"`
+	Edges     int    `json:"edges"`
+	// InGraph: the booted release was found; BootedVersion and AgeIndex
+	// say where it stands.
+	InGraph       bool   `json:"in_graph"`
+	BootedVersion string `json:"booted_version,omitempty"`
+	AgeIndex      uint64 `json:"age_index,omitempty"`
+	DeadEnd       bool   `json:"dead_end,omitempty"`
+	DeadEndReason string `json:"dead_end_reason,omitempty"`
+	Offered       int    `json:"offered"`
+	Denied        int    `json:"denied"`
+	Target        string `json:"target,omitempty"`
+	Why           string `json:"why"`
+}
+
+// Last is the report of the last check, nil before the first.
+func (s *Source) Last() *Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		return nil
+	}
+	r := *s.last
+	return &r
+}
+
+// ErrNotInGraph: the server answered, but the booted release is not in its
+// graph (another stream or architecture, or a release it dropped): the node
+// cannot be told what follows it.
+var ErrNotInGraph = errors.New("booted release not in the update graph")
+
+// Check fetches the graph for the node that st describes and chooses its
+// update; nil when the graph offers none. An unreachable or unreadable graph
+// is an error, never "no update".
+func (s *Source) Check(ctx context.Context, st *rpmostree.Status) (*state.Target, error) {
+	r, t, err := s.check(ctx, st)
+	r.At = s.now()
+	if err != nil {
+		r.Error = err.Error()
+	}
+	s.record(r, err)
+	if s.Observer != nil {
+		s.Observer.GraphChecked(r)
+	}
+	return t, err
+}
+
+func (s *Source) check(ctx context.Context, st *rpmostree.Status) (Report, *state.Target, error) {
+	r := Report{BaseURL: s.Client.BaseURL}
+	bd, ok := st.Booted()
+	if !ok {
+		return r, nil, errors.New("checking the update graph: rpm-ostree status shows no booted deployment")
+	}
+	p, booted, err := s.params(bd)
+	r.Stream, r.Basearch = p.Stream, p.Basearch
+	if err != nil {
+		return r, nil, fmt.Errorf("checking the update graph: %w", err)
+	}
+	g, err := s.Client.Fetch(ctx, p)
+	if err != nil {
+		return r, nil, fmt.Errorf("checking the update graph: %w", err)
+	}
+	r.Reachable, r.Nodes, r.Edges = true, len(g.Nodes), len(g.Edges)
+	d, err := Choose(g, booted, Denylist(st), s.Policy)
+	r.Why, r.Offered, r.Denied = d.Why, d.Offered, d.Denied
+	if d.Booted != nil {
+		r.InGraph, r.BootedVersion, r.AgeIndex = true, d.Booted.Version, d.Booted.AgeIndex
+		r.DeadEnd, r.DeadEndReason = d.Booted.DeadEnd, d.Booted.DeadEndReason
+	}
+	if err != nil {
+		return r, nil, fmt.Errorf("checking the update graph: %w", err)
+	}
+	if d.Booted == nil {
+		return r, nil, fmt.Errorf("checking the update graph (stream %s, %s): %w: %s", p.Stream, p.Basearch, ErrNotInGraph, d.Why)
+	}
+	if d.Target == nil {
+		return r, nil, nil
+	}
+	r.Target = d.Target.Version
+	t := &state.Target{Checksum: d.Target.Payload, Version: d.Target.Version}
+	if d.Target.Scheme == SchemeOCI {
+		dg, ok := Digest(d.Target.Payload)
+		if !ok {
+			return r, nil, fmt.Errorf("checking the update graph: release %s's payload %q is not pinned by a sha256 digest", d.Target.Version, d.Target.Payload)
+		}
+		t.Checksum = dg
+	}
+	return r, t, nil
+}
+
+// params is the query for the booted deployment bd.
+func (s *Source) params(bd rpmostree.Deployment) (Params, Booted, error) {
+	id := s.Identity
+	p := Params{Basearch: id.Basearch, Stream: id.Stream, Platform: id.Platform, Group: id.Group,
+		NodeUUID: id.NodeUUID, Wariness: id.Wariness, OSVersion: bd.Version}
+	if p.Basearch == "" {
+		p.Basearch = HostBasearch()
+	}
+	b := Booted{Version: bd.Version}
+	if bd.IsContainer() {
+		img, ok := pinned(bd)
+		if !ok {
+			return p, b, fmt.Errorf("the booted image %q has no digest in rpm-ostree status", bd.ContainerImageReference)
+		}
+		b.Image, p.OSChecksum, p.OCI = img, img, true
+	} else {
+		b.Checksum = bd.Target()
+		p.OSChecksum = b.Checksum
+	}
+	if p.Stream == "" {
+		st, ok := Stream(bd.BaseCommitMeta)
+		if !ok {
+			return p, b, errors.New("the booted commit names no update stream (no fedora-coreos.stream or com.coreos.stream in its metadata): set [identity] stream")
+		}
+		p.Stream = st
+	}
+	return p, b, nil
+}
+
+// pinned is the booted image as graph payloads name it: the image's name
+// (without transport or tag) at its digest.
+func pinned(d rpmostree.Deployment) (string, bool) {
+	if d.ContainerImageReferenceDigest == "" {
+		return "", false
+	}
+	return ImageName(d.ContainerImageReference) + "@" + d.ContainerImageReferenceDigest, true
+}
+
+// ImageName strips an ostree image reference down to the image's name:
+// "ostree-remote-image:fedora:docker://quay.io/fedora/fedora-coreos:stable"
+// is "quay.io/fedora/fedora-coreos".
+func ImageName(ref string) string {
+	for _, t := range []string{"docker://", "registry:"} {
+		if i := strings.LastIndex(ref, t); i >= 0 {
+			ref = ref[i+len(t):]
+			break
+		}
+	}
+	ref, _, _ = strings.Cut(ref, "@")
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		ref = ref[:i]
+	}
+	return ref
+}
+
+// Denylist is the payloads of the deployments on the host other than the
+// staged one (booted, rollback): zincati never updates to a release it
+// deployed before, which is how a node that rolled back stays off it.
+func Denylist(st *rpmostree.Status) []string {
+	var out []string
+	for _, d := range st.Deployments {
+		if d.Staged {
+			continue
+		}
+		if d.IsContainer() {
+			if img, ok := pinned(d); ok {
+				out = append(out, img)
+			}
+			continue
+		}
+		out = append(out, d.Target())
+	}
+	return out
+}
+
+func (s *Source) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// record keeps r, logs what changed and keeps the dead-end notice in step.
+func (s *Source) record(r Report, err error) {
+	s.mu.Lock()
+	s.last = &r
+	changed := s.lastWhy != r.Why || s.lastFail != r.Error
+	s.lastWhy, s.lastFail = r.Why, r.Error
+	var flip *bool
+	if r.InGraph && (s.deadEnd == nil || *s.deadEnd != r.DeadEnd) {
+		v := r.DeadEnd
+		s.deadEnd, flip = &v, &v
+	}
+	s.mu.Unlock()
+	log := s.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	if changed {
+		if err != nil {
+			log.Warn("update graph", "err", err)
+		} else {
+			log.Info("update graph", "decision", r.Why, "booted", r.BootedVersion, "target", r.Target)
+		}
+	}
+	if flip == nil || s.Notice == nil {
+		return
+	}
+	var nerr error
+	if *flip {
+		log.Warn("the booted release is a dead end: no update leaves it", "version", r.BootedVersion, "reason", r.DeadEndReason)
+		nerr = s.Notice.Set(r.BootedVersion, r.DeadEndReason)
+	} else {
+		nerr = s.Notice.Clear()
+	}
+	if nerr != nil {
+		log.Warn("updating the dead-end notice", "err", nerr)
+		s.mu.Lock()
+		s.deadEnd = nil // try again next check
+		s.mu.Unlock()
+	}
+}
