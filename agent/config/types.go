@@ -112,6 +112,37 @@ type Staging struct {
 	// transaction the agent did not start; still running, the attempt
 	// ends as busy (not a failure) and is retried.
 	BusyWait Duration `toml:"busy_wait"`
+	// IOCost turns on blk-iocost on the disks behind Paths for the
+	// window (io.cost.qos, and io.cost.model where IOCostModels names the
+	// disk, in the root cgroup), with IOWeight low on the stager and
+	// rpm-ostreed and high on etcd's unit. On by default where the kernel
+	// has it: on the issue's harness it was the one pacing that held etcd
+	// on ext4 (WAL fsync p99 x2 alone, median as alone, where the write
+	// cap made it x16); a kernel without it falls back to the write rate
+	// loop.
+	IOCost bool `toml:"iocost"`
+	// IOCostModels are operator-given cost models, one a disk: its kernel
+	// name then the linear model's six parameters ("vda rbps=20000000
+	// rseqiops=500 rrandiops=500 wbps=20000000 wseqiops=500
+	// wrandiops=500"). A disk without one keeps the model in force (the
+	// kernel's auto model).
+	IOCostModels []string `toml:"iocost_models"`
+	// IOCostLatencyTarget is the device completion latency held at
+	// IOCostPercentile; 0 derives it from etcd's WAL fsync p99 before the
+	// window and guard.latency_target, IOCostDefaultLatencyTarget without
+	// a baseline.
+	IOCostLatencyTarget        Duration `toml:"iocost_latency_target"`
+	IOCostDefaultLatencyTarget Duration `toml:"iocost_default_latency_target"`
+	IOCostPercentile           float64  `toml:"iocost_percentile"`
+	// IOCostVrateMin and IOCostVrateMax bound the kernel's scaling of the
+	// model's rate (percent).
+	IOCostVrateMin float64 `toml:"iocost_vrate_min"`
+	IOCostVrateMax float64 `toml:"iocost_vrate_max"`
+	// IOCostIOWeight is the stager's and rpm-ostreed's IOWeight= while
+	// iocost is on (instead of IOWeight); IOCostEtcdIOWeight is
+	// etcd.local_unit's.
+	IOCostIOWeight     int `toml:"iocost_io_weight"`
+	IOCostEtcdIOWeight int `toml:"iocost_etcd_io_weight"`
 }
 
 // Guard is the latency guard that paces staging from etcd's observed
@@ -316,6 +347,15 @@ func Default() *Config {
 			Paths:                []string{"/sysroot", "/var/lib/etcd"},
 			Timeout:              Duration(2 * time.Hour),
 			BusyWait:             Duration(5 * time.Minute),
+			// The issue's harness (500 IOPS / 20 MB/s, ext4 and XFS).
+			IOCost:                     true,
+			IOCostModels:               []string{},
+			IOCostDefaultLatencyTarget: Duration(20 * time.Millisecond),
+			IOCostPercentile:           95,
+			IOCostVrateMin:             5,
+			IOCostVrateMax:             150,
+			IOCostIOWeight:             1,
+			IOCostEtcdIOWeight:         10000,
 		},
 		Guard: Guard{
 			Enabled: true,

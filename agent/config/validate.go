@@ -224,6 +224,7 @@ func (k *checker) staging(s *Staging) {
 	}
 	k.positive("staging.timeout", s.Timeout)
 	k.nonNegative("staging.busy_wait", s.BusyWait)
+	k.iocost(s)
 }
 
 func (k *checker) guard(g *Guard) {
