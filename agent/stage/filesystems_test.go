@@ -96,6 +96,7 @@ func TestWriteRateMode(t *testing.T) {
 		auto           bool
 		fixed          uint64
 		guarded, order bool
+		iocost         bool
 		want           writeRate
 	}{
 		{auto: true, guarded: true, want: rateLoop},
@@ -105,9 +106,12 @@ func TestWriteRateMode(t *testing.T) {
 		{fixed: 5_000_000, guarded: true, want: rateFixed},
 		{fixed: 5_000_000, guarded: true, order: true, want: rateFixed}, // the operator's cap stays
 		{guarded: true, want: rateNone},
+		{auto: true, guarded: true, iocost: true, want: rateNone},        // the kernel paces
+		{fixed: 5_000_000, guarded: true, iocost: true, want: rateFixed}, // the operator's cap stays
+		{auto: true, guarded: true, order: true, iocost: true, want: rateNone},
 	} {
-		if got := writeRateMode(c.auto, c.fixed, c.guarded, c.order); got != c.want {
-			t.Errorf("writeRateMode(auto=%v, fixed=%d, guarded=%v, ordered=%v) = %d, want %d", c.auto, c.fixed, c.guarded, c.order, got, c.want)
+		if got := writeRateMode(c.auto, c.fixed, c.guarded, c.order, c.iocost); got != c.want {
+			t.Errorf("writeRateMode(auto=%v, fixed=%d, guarded=%v, ordered=%v, iocost=%v) = %d, want %d", c.auto, c.fixed, c.guarded, c.order, c.iocost, got, c.want)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/systemd"
 )
 
@@ -20,7 +21,10 @@ import (
 // is where etcd stalled before a byte was staged (the demo's 300-700 ms
 // puts around the scheduler switch and the daemon restart). It returns the
 // policy the staging unit gets.
-func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode writeRate) (systemd.Policy, error) {
+//
+// iocostBase non-nil turns iocost on, its QoS derived from that baseline
+// (empty: none known).
+func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode writeRate, iocostBase guard.Baseline) (systemd.Policy, error) {
 	policy := s.o.Policy
 	step := func(name string, f func() error) error {
 		t := time.Now()
@@ -42,6 +46,14 @@ func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode wri
 			return policy, err
 		}
 	}
+	if iocostBase != nil {
+		if err := step("iocost", func() error { return s.applyIOCost(ctx, j, disks, iocostBase) }); err != nil {
+			return policy, err
+		}
+		if s.o.IOCost.IOWeight > 0 {
+			policy.IOWeight = s.o.IOCost.IOWeight
+		}
+	}
 	var rate uint64
 	switch mode {
 	case rateFixed:
@@ -52,7 +64,9 @@ func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode wri
 		rate = s.o.WriteRate.WithDefaults().Start
 		s.log.Warn("write rate \"auto\" without the latency guard: staying at the start rate", "write_rate_mbps", float64(rate)/1e6)
 	case rateNone:
-		if s.o.WriteRateAuto {
+		if s.o.WriteRateAuto && iocostBase != nil {
+			s.log.Info("write rate \"auto\" under iocost: no cap; the kernel paces staging from the disk's latency")
+		} else if s.o.WriteRateAuto {
 			s.log.Info("write rate \"auto\" on a journal that orders data: no cap (an fsync's commit would wait for the capped write-back); the memory bound and the guard pace staging")
 		}
 	}
