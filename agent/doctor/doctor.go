@@ -115,6 +115,10 @@ type Inputs struct {
 	LocalUnit    string
 	StagingPaths []string
 	Scheduler    string // staging.scheduler, "" = leave alone
+	// IOCost is staging.iocost; EtcdIOLatencyTarget
+	// staging.etcd_io_latency_target.
+	IOCost              bool
+	EtcdIOLatencyTarget time.Duration
 }
 
 // Doctor runs the checks.
@@ -126,6 +130,7 @@ type Doctor struct {
 	Cgroups Cgroups
 	Disks   Disks
 	Metrics Metrics
+	IO      IOControl
 	// Gates, when set, adds the reboot gates' line.
 	Gates Gates
 	// Timeout bounds each check (default 10s).
@@ -175,6 +180,7 @@ func (d Doctor) Run(ctx context.Context) Report {
 	add("etcd cgroup", d.cgroup)
 	add("rpm-ostree", d.rpmOstree)
 	add("staging disks", d.disks)
+	add("io control", d.ioControl)
 	if etcdOK || !d.In.LockEnabled {
 		add("reboot lock", d.lock)
 	} else {

@@ -37,10 +37,12 @@ func runDoctor(env *cmdEnv, args []string) error {
 			LockEnabled: cfg.Lock.Enabled, LockGroup: cfg.Lock.Group, LockSlots: cfg.Lock.Slots,
 			GuardEnabled: cfg.Guard.Enabled, MetricsURL: cfg.Guard.MetricsURL, LocalUnit: cfg.Etcd.LocalUnit,
 			StagingPaths: cfg.Staging.Paths, Scheduler: cfg.Staging.Scheduler,
+			IOCost: cfg.Staging.IOCost, EtcdIOLatencyTarget: cfg.Staging.EtcdIOLatencyTarget.D(),
 		},
 		OS:      &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}},
 		Cgroups: doctor.SystemdCgroups{Root: *root},
 		Disks:   doctor.SysfsDisks{Root: *root},
+		IO:      doctor.SysfsIOControl{Root: *root},
 		Metrics: doctor.HTTPMetrics{},
 	}
 	cli, err := etcdclient.New(etcdClientOptions(cfg, *root))
