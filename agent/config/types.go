@@ -194,6 +194,18 @@ type Guard struct {
 	// before the first evidence of the first step came in
 	// (full-ostree-xfs-600MiB-4).
 	RateProbeInterval Duration `toml:"rate_probe_interval"`
+	// RateStart is the loop's first rate. Its floor is relative to the
+	// disk: RateMinShare of the highest write rate the staging disks
+	// achieved in the window (0: RateStart is the floor), never below
+	// RateMin (0: none). A constant 4 MB/s floor never paced a disk that
+	// cannot take 4 MB/s of the stager's small writes.
+	RateStart    Bandwidth `toml:"rate_start"`
+	RateMin      Bandwidth `toml:"rate_min"`
+	RateMinShare float64   `toml:"rate_min_share"`
+	// RateIOSizeKiB paces IOPS with the rate: the write IOPS cap (io.max
+	// wiops) is the rate over this many KiB (0: no IOPS cap). ostree
+	// writes thousands of small files.
+	RateIOSizeKiB int `toml:"rate_io_size_kib"`
 	// BaselineMaxAge: the rolling baseline (one scrape a minute while no
 	// staging runs) is used when younger than this; otherwise the guard
 	// learns for LearnPeriod before the window opens.
@@ -376,6 +388,9 @@ func Default() *Config {
 			MaxTotalPause:         Duration(30 * time.Minute),
 			LatencyTarget:         1.3,
 			RateProbeInterval:     Duration(5 * time.Second),
+			RateStart:             4_000_000,
+			RateMinShare:          0.25,
+			RateIOSizeKiB:         16,
 			BaselineMaxAge:        Duration(15 * time.Minute),
 			LearnPeriod:           Duration(10 * time.Second),
 		},

@@ -14,8 +14,10 @@ import (
 	"github.com/update-agent/update-agent/agent/systemd"
 )
 
-// With the defaults the rate controller cuts (etcd stays slow) but never
-// below the start rate: the staging unit's io.max stays at 4 MB/s. The
+// With the defaults the rate controller cuts (etcd stays slow) but, with
+// nothing measured of the disk (the fake sysfs has no disk statistics),
+// never below the start rate: the staging unit's io.max stays at 4 MB/s
+// and its IOPS with it. The
 // journal names the staging paths' file systems.
 func TestRunAutoWriteRateNeverBelowTheStart(t *testing.T) {
 	e := newEnv(t)
@@ -39,8 +41,8 @@ func TestRunAutoWriteRateNeverBelowTheStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(seen) != 1 || !seen["252:16 wbps=4000000"] {
-		t.Errorf("staging unit's io.max took %v, want only the start rate 252:16 wbps=4000000", seen)
+	if len(seen) != 1 || !seen["252:16 wbps=4000000 wiops=244"] {
+		t.Errorf("staging unit's io.max took %v, want only the start rate 252:16 wbps=4000000 wiops=244", seen)
 	}
 	if rep.Guard.Rate != 4_000_000 || rep.Guard.RateCuts < 2 {
 		t.Errorf("rate %d after %d cuts, want 4 MB/s after several", rep.Guard.Rate, rep.Guard.RateCuts)

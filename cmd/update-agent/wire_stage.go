@@ -48,7 +48,7 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 		},
 		WriteBandwidthMax: uint64(s.IOWriteBandwidthMax),
 		WriteRateAuto:     s.IOWriteBandwidthMax == config.BandwidthAuto,
-		WriteRate:         guard.RateConfig{Target: g.LatencyTarget, ProbeEvery: g.RateProbeInterval.D()},
+		WriteRate:         rateConfig(g),
 		Paths:             s.Paths,
 		Scheduler:         s.Scheduler,
 		KeepScheduler:     !s.RestoreScheduler,
@@ -108,6 +108,20 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 		o.Baseline = k
 	}
 	return o
+}
+
+// rateConfig maps [guard]'s rate keys onto the loop; the config's zeros
+// (floor share, IO size) are the loop's "off" (negative).
+func rateConfig(g config.Guard) guard.RateConfig {
+	rc := guard.RateConfig{Target: g.LatencyTarget, ProbeEvery: g.RateProbeInterval.D(),
+		Start: uint64(g.RateStart), Min: uint64(g.RateMin), MinShare: g.RateMinShare, IOSize: int64(g.RateIOSizeKiB) << 10}
+	if rc.MinShare == 0 {
+		rc.MinShare = -1
+	}
+	if rc.IOSize == 0 {
+		rc.IOSize = -1
+	}
+	return rc
 }
 
 // iocostOptions maps staging.iocost* onto agent/stage; the promise is the

@@ -74,6 +74,12 @@ func TestWireMapsConfig(t *testing.T) {
 	if !o.WriteRateAuto || o.RateLoopFreezeFactor != 0 {
 		t.Errorf("auto %v, rate-loop freeze factor %v with a configured threshold, want auto and 0", o.WriteRateAuto, o.RateLoopFreezeFactor)
 	}
+	if rc := o.WriteRate; rc.Start != 4_000_000 || rc.Min != 0 || rc.MinShare != 0.25 || rc.IOSize != 16<<10 {
+		t.Errorf("write rate config %+v, want start 4M, no absolute floor, a quarter of the disk's, 16 KiB IOs", rc)
+	}
+	if rc := rateConfig(config.Guard{LatencyTarget: 1.3, RateStart: 4_000_000}); rc.MinShare >= 0 || rc.IOSize >= 0 {
+		t.Errorf("zero share and IO size %+v, want the loop's off (negative)", rc)
+	}
 	if ic := o.IOCost; !ic.Enabled || ic.IOWeight != 1 || ic.EtcdIOWeight != 10000 || ic.Targets.Promise != 1.3 ||
 		ic.Targets.Default != 20*time.Millisecond || ic.Targets.Percentile != 95 || ic.Targets.VrateMin != 5 || ic.Targets.VrateMax != 150 {
 		t.Errorf("iocost options %+v", ic)
