@@ -180,3 +180,28 @@ func TestIOCostRestoredAfterKill(t *testing.T) {
 		}
 	}
 }
+
+// TestBfqUdevRuleOptIn: the RPM's bfq rule does nothing until an operator
+// links it into udev's rules; linked, a disk event selects bfq.
+func TestBfqUdevRuleOptIn(t *testing.T) {
+	g := setup(t)
+	const rule = "/usr/share/update-agent/udev/60-update-agent-bfq.rules"
+	const link = "/etc/udev/rules.d/60-update-agent-bfq.rules"
+	was := scheduler(t, g)
+	if strings.Contains(was, "[bfq]") {
+		t.Fatalf("data disk already on bfq: %q", was)
+	}
+	cur := was[strings.Index(was, "[")+1 : strings.Index(was, "]")]
+	t.Cleanup(func() {
+		g.MustRun(t, "rm -f "+link+"; udevadm control --reload; echo "+cur+" >/sys/block/"+dataDisk()+"/queue/scheduler")
+	})
+	trigger := "udevadm trigger --settle --action=change /sys/block/" + dataDisk()
+	g.MustRun(t, "test -f "+rule+" && "+trigger)
+	if s := scheduler(t, g); strings.Contains(s, "[bfq]") {
+		t.Fatalf("bfq selected with the rule only shipped, not linked: %q", s)
+	}
+	g.MustRun(t, "ln -s "+rule+" "+link+" && udevadm control --reload && "+trigger)
+	if s := scheduler(t, g); !strings.Contains(s, "[bfq]") {
+		t.Errorf("scheduler %q with the rule linked, want [bfq]", s)
+	}
+}
