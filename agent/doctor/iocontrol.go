@@ -30,9 +30,13 @@ type IOControl interface {
 // setting that silently does nothing fails: staging.etcd_io_latency_target
 // on a kernel without io.latency (Debian 12's has none).
 func (d Doctor) ioControl(context.Context) (string, error) {
+	if d.IO == nil {
+		return "not checked", nil
+	}
 	var parts []string
-	iocostOK := d.IO.IOCost() == nil
-	switch err := d.IO.IOCost(); {
+	costErr := d.IO.IOCost()
+	iocostOK := costErr == nil
+	switch err := costErr; {
 	case err == nil && d.In.IOCost:
 		parts = append(parts, "iocost: yes, used while staging")
 	case err == nil:
