@@ -133,6 +133,37 @@ type Staging struct {
 	// transaction the agent did not start; still running, the attempt
 	// ends as busy (not a failure) and is retried.
 	BusyWait Duration `toml:"busy_wait"`
+	// IOCost turns on blk-iocost on the disks behind Paths for the
+	// window (io.cost.qos, and io.cost.model where IOCostModels names the
+	// disk, in the root cgroup), with IOWeight low on the stager and
+	// rpm-ostreed and high on etcd's unit. On by default where the kernel
+	// has it: on the issue's harness it was the one pacing that held etcd
+	// on ext4 (WAL fsync p99 x2 alone, median as alone, where the write
+	// cap made it x16); a kernel without it falls back to the write rate
+	// loop.
+	IOCost bool `toml:"iocost"`
+	// IOCostModels are operator-given cost models, one a disk: its kernel
+	// name then the linear model's six parameters ("vda rbps=20000000
+	// rseqiops=500 rrandiops=500 wbps=20000000 wseqiops=500
+	// wrandiops=500"). A disk without one keeps the model in force (the
+	// kernel's auto model).
+	IOCostModels []string `toml:"iocost_models"`
+	// IOCostLatencyTarget is the device completion latency held at
+	// IOCostPercentile; 0 derives it from etcd's WAL fsync p99 before the
+	// window and guard.latency_target, IOCostDefaultLatencyTarget without
+	// a baseline.
+	IOCostLatencyTarget        Duration `toml:"iocost_latency_target"`
+	IOCostDefaultLatencyTarget Duration `toml:"iocost_default_latency_target"`
+	IOCostPercentile           float64  `toml:"iocost_percentile"`
+	// IOCostVrateMin and IOCostVrateMax bound the kernel's scaling of the
+	// model's rate (percent).
+	IOCostVrateMin float64 `toml:"iocost_vrate_min"`
+	IOCostVrateMax float64 `toml:"iocost_vrate_max"`
+	// IOCostIOWeight is the stager's and rpm-ostreed's IOWeight= while
+	// iocost is on (instead of IOWeight); IOCostEtcdIOWeight is
+	// etcd.local_unit's.
+	IOCostIOWeight     int `toml:"iocost_io_weight"`
+	IOCostEtcdIOWeight int `toml:"iocost_etcd_io_weight"`
 }
 
 // Guard is the latency guard that paces staging from etcd's observed
@@ -191,6 +222,18 @@ type Guard struct {
 	// before the first evidence of the first step came in
 	// (full-ostree-xfs-600MiB-4).
 	RateProbeInterval Duration `toml:"rate_probe_interval"`
+	// RateStart is the loop's first rate. Its floor is relative to the
+	// disk: RateMinShare of the highest write rate the staging disks
+	// achieved in the window (0: RateStart is the floor), never below
+	// RateMin (0: none). A constant 4 MB/s floor never paced a disk that
+	// cannot take 4 MB/s of the stager's small writes.
+	RateStart    Bandwidth `toml:"rate_start"`
+	RateMin      Bandwidth `toml:"rate_min"`
+	RateMinShare float64   `toml:"rate_min_share"`
+	// RateIOSizeKiB paces IOPS with the rate: the write IOPS cap (io.max
+	// wiops) is the rate over this many KiB (0: no IOPS cap). ostree
+	// writes thousands of small files.
+	RateIOSizeKiB int `toml:"rate_io_size_kib"`
 	// BaselineMaxAge: the rolling baseline (one scrape a minute while no
 	// staging runs) is used when younger than this; otherwise the guard
 	// learns for LearnPeriod before the window opens.
@@ -368,6 +411,15 @@ func Default() *Config {
 			Paths:                []string{"/sysroot", "/var/lib/etcd"},
 			Timeout:              Duration(2 * time.Hour),
 			BusyWait:             Duration(5 * time.Minute),
+			// The issue's harness (500 IOPS / 20 MB/s, ext4 and XFS).
+			IOCost:                     true,
+			IOCostModels:               []string{},
+			IOCostDefaultLatencyTarget: Duration(20 * time.Millisecond),
+			IOCostPercentile:           95,
+			IOCostVrateMin:             5,
+			IOCostVrateMax:             150,
+			IOCostIOWeight:             1,
+			IOCostEtcdIOWeight:         10000,
 		},
 		Guard: Guard{
 			Enabled: true,
@@ -388,6 +440,9 @@ func Default() *Config {
 			MaxTotalPause:         Duration(30 * time.Minute),
 			LatencyTarget:         1.3,
 			RateProbeInterval:     Duration(5 * time.Second),
+			RateStart:             4_000_000,
+			RateMinShare:          0.25,
+			RateIOSizeKiB:         16,
 			BaselineMaxAge:        Duration(15 * time.Minute),
 			LearnPeriod:           Duration(10 * time.Second),
 		},

@@ -236,6 +236,7 @@ func (k *checker) staging(s *Staging) {
 	}
 	k.positive("staging.timeout", s.Timeout)
 	k.nonNegative("staging.busy_wait", s.BusyWait)
+	k.iocost(s)
 }
 
 func (k *checker) guard(g *Guard) {
@@ -277,6 +278,16 @@ func (k *checker) guard(g *Guard) {
 		k.failRel("guard.latency_target", []string{"guard.latency_factor"}, "must be > 1 and <= guard.latency_factor (%v), got %v", g.LatencyFactor, g.LatencyTarget)
 	}
 	k.positive("guard.rate_probe_interval", g.RateProbeInterval)
+	if g.RateStart == 0 || g.RateStart == BandwidthAuto || g.RateStart < minBandwidth {
+		k.fail("guard.rate_start", "must be a rate >= 1M, got %q", g.RateStart.String())
+	}
+	if g.RateMin == BandwidthAuto || g.RateMin > g.RateStart {
+		k.failRel("guard.rate_min", []string{"guard.rate_start"}, "must be \"\" (none) or a rate <= rate_start (%s), got %q", g.RateStart.String(), g.RateMin.String())
+	}
+	if g.RateMinShare < 0 || g.RateMinShare > 1 {
+		k.fail("guard.rate_min_share", "must be 0 (rate_start is the floor) to 1, got %v", g.RateMinShare)
+	}
+	k.intRange("guard.rate_io_size_kib", g.RateIOSizeKiB, 0, 1<<20)
 	k.positive("guard.baseline_max_age", g.BaselineMaxAge)
 	k.positive("guard.learn_period", g.LearnPeriod)
 }

@@ -167,6 +167,10 @@ type Inputs struct {
 	// is set.
 	FleetLockListen string
 	FleetLockTLS    bool
+	// IOCost is staging.iocost; EtcdIOLatencyTarget
+	// staging.etcd_io_latency_target.
+	IOCost              bool
+	EtcdIOLatencyTarget time.Duration
 }
 
 // Doctor runs the checks.
@@ -178,6 +182,7 @@ type Doctor struct {
 	Cgroups Cgroups
 	Disks   Disks
 	Metrics Metrics
+	IO      IOControl
 	// Gates, when set, adds the reboot gates' line.
 	Gates Gates
 	// Backend, when set, adds the update backend's line: which one
@@ -241,6 +246,7 @@ func (d Doctor) Run(ctx context.Context) Report {
 		add("update source", d.Updates.Check)
 	}
 	add("staging disks", d.disks)
+	add("io control", d.ioControl)
 	if etcdOK || !d.In.LockEnabled {
 		add("reboot lock", d.lock)
 	} else {

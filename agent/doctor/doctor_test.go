@@ -96,15 +96,29 @@ func healthy() etcdmember.Health {
 	return etcdmember.Summarize(ms)
 }
 
+type fakeIO struct {
+	costErr    error
+	latency    bool
+	qos, model string
+}
+
+func (f fakeIO) IOCost() error            { return f.costErr }
+func (f fakeIO) IOLatency() (bool, error) { return f.latency, nil }
+func (f fakeIO) InForce(string) (string, string, error) {
+	return f.qos, f.model, nil
+}
+
 func good() Doctor {
 	return Doctor{
 		In: Inputs{Endpoints: []string{"https://10.0.0.11:2379"}, MaxLag: 1000, LockEnabled: true, LockGroup: "control-plane",
 			LockSlots: 1, GuardEnabled: true, MetricsURL: "http://127.0.0.1:2381/metrics", LocalUnit: "etcd.service",
-			StagingPaths: []string{"/sysroot", "/var/lib/etcd"}, Scheduler: "bfq", DriverName: "update-agent"},
+			StagingPaths: []string{"/sysroot", "/var/lib/etcd"}, Scheduler: "bfq", DriverName: "update-agent", IOCost: true},
 		Etcd: fakeEtcd{health: healthy(), match: etcdmember.Match{Found: true,
 			How: "member cp1: peer URL https://10.0.0.11:2380 matches 10.0.0.11 on eth0"}},
 		Lock: fakeLock{{Group: "control-plane", Slots: 1, Holders: []lock.EntryStatus{{Record: lock.Record{Node: "cp2"}}}}},
 		OS:   fakeOS{}, Cgroups: fakeCgroups{}, Disks: fakeDisks{sched: "mq-deadline"}, Metrics: fakeMetrics(walHist),
+		IO: fakeIO{qos: "enable=0 ctrl=auto rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 min=1.00 max=10000.00",
+			model: "ctrl=auto model=linear rbps=1 rseqiops=2 rrandiops=3 wbps=4 wseqiops=5 wrandiops=6"},
 	}
 }
 
@@ -129,6 +143,7 @@ func TestReport(t *testing.T) {
 			"ok    etcd cgroup    etcd.local_unit etcd.service runs in /sys/fs/cgroup/system.slice/etcd.service",
 			"ok    rpm-ostree     status readable: booted abc123 (41.1)",
 			"ok    staging disks  /sysroot, /var/lib/etcd on vda: mq-deadline (bfq not offered yet: its module is loaded when staging)",
+			"ok    io control     iocost: yes, used while staging; io.latency: no; vda: qos enable=0 ctrl=auto rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 min=1.00 max=10000.00; model ctrl=auto model=linear rbps=1",
 			"ok    reboot lock    group control-plane: 1 of 1 slot(s) held, 0 waiting; holders cp2",
 		}},
 		{"etcd unreachable skips the member checks", func(d *Doctor) {
@@ -197,6 +212,12 @@ func TestReport(t *testing.T) {
 		}, []string{"ok    etcd rights    the client certificate's user may use the lock prefix; no admin call needed (leader.move_leader = false)"}},
 		{"bfq selected", func(d *Doctor) { d.Disks = fakeDisks{sched: "bfq"} },
 			[]string{"ok    staging disks  /sysroot, /var/lib/etcd on vda: bfq"}},
+		{"no iocost: the rate loop paces", func(d *Doctor) { d.IO = fakeIO{costErr: errors.New("no io.cost.qos")} },
+			[]string{"ok    io control     iocost: no (no io.cost.qos): the write rate loop paces staging; io.latency: no\n"}},
+		{"iocost never set up on the disk", func(d *Doctor) { d.IO = fakeIO{latency: true} },
+			[]string{"ok    io control     iocost: yes, used while staging; io.latency: yes; vda: qos never set up (off); model the kernel's auto model"}},
+		{"an io.latency target without io.latency", func(d *Doctor) { d.In.EtcdIOLatencyTarget = 25 * time.Millisecond },
+			[]string{"FAIL  io control     staging.etcd_io_latency_target is set but the kernel has no io.latency"}},
 		{"lock off", func(d *Doctor) { d.In.LockEnabled = false },
 			[]string{"ok    reboot lock    lock.enabled = false"}},
 	} {
@@ -214,7 +235,7 @@ func TestReport(t *testing.T) {
 					t.Errorf("report lacks %q:\n%s", w, out)
 				}
 			}
-			checks := 11
+			checks := 12
 			if d.Backend != nil {
 				checks++
 			}

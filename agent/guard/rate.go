@@ -17,16 +17,30 @@ import (
 
 // RateConfig tunes the rate controller. Zero fields take the defaults.
 type RateConfig struct {
-	// Min and Max bound the rate (bytes/s; defaults: Start and 1 GB/s);
-	// Start is the first rate (default 4 MB/s). The controller probes up
-	// from Start and never cuts below it by default: measured on the
-	// 20 MB/s disk (bench floor-300MiB-1), cuts below 4 MB/s did not lower
-	// etcd's latency (the device queue was under one request deep at
-	// 1-1.5 MB/s, where the rate then sat 85 % of the time) and made
-	// staging 2x slower than a fixed 4 MB/s; on ext4 they made it worse
-	// (data=ordered: an fsync's journal commit waits for the stager's
-	// capped write-back), etcd's p99 48x alone against 32x unpaced.
+	// Start is the first rate (default 4 MB/s); Max bounds it (default
+	// 1 GB/s). Min is an absolute floor, 0 by default: the floor is
+	// relative to the disk instead (MinShare), because an absolute one is
+	// right for one disk only. At 4 MB/s (the floor until then) the loop
+	// never paced a disk that cannot take 4 MB/s of the stager's small
+	// writes, and on the 20 MB/s disk (bench floor-300MiB-1) cuts below
+	// 4 MB/s did not lower etcd's latency (the device queue was under one
+	// request deep at 1-1.5 MB/s) and made staging 2x slower; on ext4
+	// they made it worse (data=ordered: an fsync's journal commit waits
+	// for the stager's capped write-back), etcd's p99 48x alone against
+	// 32x unpaced.
 	Min, Max, Start uint64
+	// MinShare (default 0.25) puts the floor at this share of the highest
+	// write rate the staging disks achieved in the window so far
+	// (RateState.PeakWritten; 4-5 MB/s on that 20 MB/s disk, as measured
+	// best), and never below Min. Before anything is measured the floor is
+	// Min when set, else Start. Negative: Min (default Start) is the floor
+	// (the earlier behaviour).
+	MinShare float64
+	// IOSize paces IOPS beside bytes: the write IOPS cap (io.max wiops)
+	// is the rate divided by IOSize (default 16 KiB; negative: no IOPS
+	// cap). ostree writes thousands of small files: a byte rate a disk
+	// takes in large writes is more IOPS than it has in 4 KiB ones.
+	IOSize int64
 	// Step is the least increase after the first cut (default 250 kB/s).
 	// Near the rate that was cut last the step is 2% of the rate when
 	// that is more: probing a small disk by a fixed MB/s overshoots it
@@ -94,7 +108,13 @@ func (c RateConfig) WithDefaults() RateConfig {
 	}
 	defU(&c.Max, 1_000_000_000)
 	defU(&c.Start, 4_000_000)
-	defU(&c.Min, c.Start)
+	defF(&c.MinShare, 0.25)
+	if c.MinShare < 0 {
+		defU(&c.Min, c.Start)
+	}
+	if c.IOSize == 0 {
+		c.IOSize = 16 << 10
+	}
 	defU(&c.Step, 250_000)
 	defF(&c.Backoff, 0.5)
 	defF(&c.Target, 1.3)
@@ -110,12 +130,43 @@ func (c RateConfig) WithDefaults() RateConfig {
 	return c
 }
 
+// leastRate keeps a relative floor above zero (io.max takes no 0): one
+// 64 KiB request a second.
+const leastRate = 64 << 10
+
+// Floor is the lowest rate the loop cuts to in state st (see Min and
+// MinShare).
+func (c RateConfig) Floor(st RateState) uint64 {
+	c = c.WithDefaults()
+	if c.MinShare < 0 {
+		return c.Min
+	}
+	if st.PeakWritten <= 0 {
+		if c.Min > 0 {
+			return c.Min
+		}
+		return c.Start
+	}
+	return max(uint64(c.MinShare*st.PeakWritten), c.Min, leastRate)
+}
+
+// IOPS is the write IOPS cap that goes with rate (0: none).
+func (c RateConfig) IOPS(rate uint64) uint64 {
+	c = c.WithDefaults()
+	if c.IOSize <= 0 {
+		return 0
+	}
+	return max(rate/uint64(c.IOSize), 1)
+}
+
 // Validate checks the ranges.
 func (c RateConfig) Validate() error {
 	c = c.WithDefaults()
 	switch {
 	case c.Min > c.Max:
 		return fmt.Errorf("rate bounds %d..%d: min above max", c.Min, c.Max)
+	case c.MinShare > 1:
+		return fmt.Errorf("rate floor share %g: want <= 1", c.MinShare)
 	case c.Backoff <= 0 || c.Backoff >= 1:
 		return fmt.Errorf("rate backoff %g: want (0, 1)", c.Backoff)
 	case c.Target <= 1:
@@ -137,6 +188,9 @@ type RateState struct {
 	LastRaise time.Time
 	// CutFrom is the rate the last cut started from: too much then.
 	CutFrom uint64
+	// PeakWritten is the highest write rate the staging disks achieved
+	// in the window (bytes/s): what the relative floor is a share of.
+	PeakWritten float64
 }
 
 // RateInput is what one step sees: the guard's sample (etcd's latency,
@@ -306,6 +360,7 @@ func StepRate(cfg RateConfig, base Baseline, st RateState, in RateInput) (RateSt
 	if !st.Started {
 		st = RateState{Rate: cfg.Start, SlowStart: true, Started: true, LastRaise: now}
 	}
+	st.PeakWritten = max(st.PeakWritten, in.Written)
 	d, known := cfg.congestion(base, in)
 	d.At = now
 	old := st.Rate
@@ -317,7 +372,7 @@ func StepRate(cfg RateConfig, base Baseline, st RateState, in RateInput) (RateSt
 		d.Reason = "congested, but the last cut has not shown yet"
 	case d.Congested:
 		st.CutFrom = st.Rate
-		st.Rate = max(uint64(float64(st.Rate)*cfg.Backoff), cfg.Min)
+		st.Rate = max(uint64(float64(st.Rate)*cfg.Backoff), min(cfg.Floor(st), st.Rate))
 		st.SlowStart, st.LastCut = false, now
 		d.Reason = "etcd over target: cutting"
 		switch d.Signal {

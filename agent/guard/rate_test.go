@@ -201,24 +201,61 @@ func TestHistogramAbove(t *testing.T) {
 	}
 }
 
-// By default the rate is never cut below its start (4 MB/s): cuts below it
-// did not lower etcd's latency on the disks measured (see RateConfig.Min).
-func TestStepRateDefaultFloorIsTheStart(t *testing.T) {
+// The floor is relative to what the disks wrote (a quarter of the peak),
+// not an absolute 4 MB/s: on a disk that cannot take 4 MB/s of small
+// writes the loop paces below it; on the 20 MB/s disk the floor stays
+// about 4-5 MB/s (cuts below it did not help there, see RateConfig.Min);
+// before anything is measured the floor is the start.
+func TestStepRateFloorIsRelativeToTheDisk(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	base := Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 4 * time.Millisecond, N: 100}}
-	slow := RateInput{Sample: Sample{At: t0.Add(10 * time.Second), Latency: map[string]Stat{SignalWALFsync: {P99: 50 * time.Millisecond, N: 20}}, Stall: -1}}
+	slow := func(written float64) RateInput {
+		return RateInput{Written: written, Sample: Sample{At: t0.Add(10 * time.Second),
+			Latency: map[string]Stat{SignalWALFsync: {P99: 50 * time.Millisecond, N: 20}}, Stall: -1}}
+	}
 	for _, c := range []struct {
+		name       string
 		cfg        RateConfig
+		peak       float64 // written before this step
+		written    float64
 		from, want uint64
 	}{
-		{RateConfig{}, 6_000_000, 4_000_000},
-		{RateConfig{}, 4_000_000, 4_000_000},
-		{RateConfig{Start: 10_000_000}, 12_000_000, 10_000_000},
-		{RateConfig{Min: 1_000_000}, 4_000_000, 2_000_000},
+		{"nothing measured: the start is the floor", RateConfig{}, 0, 0, 6_000_000, 4_000_000},
+		{"nothing measured, at the start: held", RateConfig{}, 0, 0, 4_000_000, 4_000_000},
+		{"the 20 MB/s disk: a quarter of what it wrote", RateConfig{}, 18_000_000, 3_000_000, 8_000_000, 4_500_000},
+		{"a disk that takes 2 MB/s: cut below 4 MB/s", RateConfig{}, 2_000_000, 1_500_000, 4_000_000, 2_000_000},
+		{"a disk that takes 2 MB/s, again: down to 500 kB/s", RateConfig{}, 2_000_000, 500_000, 1_000_000, 500_000},
+		{"the peak is what this step wrote when higher", RateConfig{}, 0, 2_000_000, 4_000_000, 2_000_000},
+		{"a fast disk's floor is above the start", RateConfig{}, 100_000_000, 40_000_000, 40_000_000, 25_000_000},
+		{"an absolute floor bounds it", RateConfig{Min: 3_000_000}, 2_000_000, 1_500_000, 4_000_000, 3_000_000},
+		{"negative share: the start is the floor, as before", RateConfig{MinShare: -1}, 2_000_000, 1_500_000, 6_000_000, 4_000_000},
+		{"a configured start is the unmeasured floor", RateConfig{Start: 10_000_000}, 0, 0, 12_000_000, 10_000_000},
+		{"a configured Min is the unmeasured floor", RateConfig{Min: 1_000_000}, 0, 0, 4_000_000, 2_000_000},
+		{"never below one request a second", RateConfig{}, 100_000, 100_000, 100_000, 65_536},
 	} {
-		st, d := StepRate(c.cfg, base, RateState{Started: true, Rate: c.from, LastRaise: t0}, slow)
-		if st.Rate != c.want || st.LastCut.IsZero() {
-			t.Errorf("%+v from %d: rate %d (%s), want a cut to %d", c.cfg, c.from, st.Rate, d.Reason, c.want)
+		t.Run(c.name, func(t *testing.T) {
+			st, d := StepRate(c.cfg, base, RateState{Started: true, Rate: c.from, LastRaise: t0, PeakWritten: c.peak}, slow(c.written))
+			if st.Rate != c.want || st.LastCut.IsZero() {
+				t.Errorf("from %d: rate %d (%s), want a cut to %d", c.from, st.Rate, d.Reason, c.want)
+			}
+		})
+	}
+}
+
+// The IOPS cap follows the rate at 16 KiB a request by default.
+func TestRateIOPS(t *testing.T) {
+	for _, c := range []struct {
+		cfg  RateConfig
+		rate uint64
+		want uint64
+	}{
+		{RateConfig{}, 4_000_000, 244},
+		{RateConfig{}, 1_000, 1},
+		{RateConfig{IOSize: 4096}, 4_096_000, 1000},
+		{RateConfig{IOSize: -1}, 4_000_000, 0},
+	} {
+		if got := c.cfg.IOPS(c.rate); got != c.want {
+			t.Errorf("%+v: IOPS(%d) = %d, want %d", c.cfg, c.rate, got, c.want)
 		}
 	}
 }

@@ -201,7 +201,7 @@ func (f *fakeSystemd) Save(_ context.Context, unit string, names ...string) ([]s
 		if !ok {
 			// systemd's "not set" values.
 			p = systemd.SavedProp{Name: n, Uint: ^uint64(0)}
-			if strings.HasPrefix(n, "IODevice") || strings.HasSuffix(n, "BandwidthMax") {
+			if strings.HasPrefix(n, "IODevice") || strings.HasSuffix(n, "BandwidthMax") || strings.HasSuffix(n, "IOPSMax") {
 				p = systemd.SavedProp{Name: n, IsDevices: true}
 			}
 		}

@@ -40,8 +40,14 @@ const (
 // slower. The memory bound (how much dirty data a commit can find) and
 // the guard's freezes pace it there instead. A fixed cap stays what the
 // operator asked for.
-func writeRateMode(auto bool, fixed uint64, guarded, ordersData bool) writeRate {
+//
+// Under iocost, "auto" means no cap either: the kernel scales the
+// stager's share from the disk's latency, and a cap on top would delay
+// the write-back an ext4 commit waits for.
+func writeRateMode(auto bool, fixed uint64, guarded, ordersData, iocost bool) writeRate {
 	switch {
+	case auto && iocost:
+		return rateNone
 	case auto && ordersData:
 		return rateNone
 	case auto && guarded:

@@ -14,8 +14,10 @@ import (
 	"github.com/update-agent/update-agent/agent/systemd"
 )
 
-// With the defaults the rate controller cuts (etcd stays slow) but never
-// below the start rate: the staging unit's io.max stays at 4 MB/s. The
+// With the defaults the rate controller cuts (etcd stays slow) but, with
+// nothing measured of the disk (the fake sysfs has no disk statistics),
+// never below the start rate: the staging unit's io.max stays at 4 MB/s
+// and its IOPS with it. The
 // journal names the staging paths' file systems.
 func TestRunAutoWriteRateNeverBelowTheStart(t *testing.T) {
 	e := newEnv(t)
@@ -39,8 +41,8 @@ func TestRunAutoWriteRateNeverBelowTheStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(seen) != 1 || !seen["252:16 wbps=4000000"] {
-		t.Errorf("staging unit's io.max took %v, want only the start rate 252:16 wbps=4000000", seen)
+	if len(seen) != 1 || !seen["252:16 wbps=4000000 wiops=244"] {
+		t.Errorf("staging unit's io.max took %v, want only the start rate 252:16 wbps=4000000 wiops=244", seen)
 	}
 	if rep.Guard.Rate != 4_000_000 || rep.Guard.RateCuts < 2 {
 		t.Errorf("rate %d after %d cuts, want 4 MB/s after several", rep.Guard.Rate, rep.Guard.RateCuts)
@@ -96,6 +98,7 @@ func TestWriteRateMode(t *testing.T) {
 		auto           bool
 		fixed          uint64
 		guarded, order bool
+		iocost         bool
 		want           writeRate
 	}{
 		{auto: true, guarded: true, want: rateLoop},
@@ -105,9 +108,12 @@ func TestWriteRateMode(t *testing.T) {
 		{fixed: 5_000_000, guarded: true, want: rateFixed},
 		{fixed: 5_000_000, guarded: true, order: true, want: rateFixed}, // the operator's cap stays
 		{guarded: true, want: rateNone},
+		{auto: true, guarded: true, iocost: true, want: rateNone},        // the kernel paces
+		{fixed: 5_000_000, guarded: true, iocost: true, want: rateFixed}, // the operator's cap stays
+		{auto: true, guarded: true, order: true, iocost: true, want: rateNone},
 	} {
-		if got := writeRateMode(c.auto, c.fixed, c.guarded, c.order); got != c.want {
-			t.Errorf("writeRateMode(auto=%v, fixed=%d, guarded=%v, ordered=%v) = %d, want %d", c.auto, c.fixed, c.guarded, c.order, got, c.want)
+		if got := writeRateMode(c.auto, c.fixed, c.guarded, c.order, c.iocost); got != c.want {
+			t.Errorf("writeRateMode(auto=%v, fixed=%d, guarded=%v, ordered=%v, iocost=%v) = %d, want %d", c.auto, c.fixed, c.guarded, c.order, c.iocost, got, c.want)
 		}
 	}
 }

@@ -23,6 +23,8 @@ type journal struct {
 	DaemonUnit  string `json:"daemon_unit,omitempty"`
 	// Scheduler: iosched has its own state file; this says to restore it.
 	Scheduler bool `json:"scheduler,omitempty"`
+	// IOCost: agent/iocost has its own record; this says to restore it.
+	IOCost bool `json:"iocost,omitempty"`
 	// DropIn is the runtime drop-in written for DaemonUnit.
 	DropIn string `json:"drop_in,omitempty"`
 	// DaemonRestarted: the daemon was restarted to take the policy, so it

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	sd "github.com/coreos/go-systemd/v22/dbus"
+
+	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/systemd"
 )
 
@@ -20,7 +23,10 @@ import (
 // is where etcd stalled before a byte was staged (the demo's 300-700 ms
 // puts around the scheduler switch and the daemon restart). It returns the
 // policy the staging unit gets.
-func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode writeRate) (systemd.Policy, error) {
+//
+// iocostBase non-nil turns iocost on, its QoS derived from that baseline
+// (empty: none known).
+func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode writeRate, iocostBase guard.Baseline) (systemd.Policy, error) {
 	policy := s.o.Policy
 	step := func(name string, f func() error) error {
 		t := time.Now()
@@ -42,6 +48,14 @@ func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode wri
 			return policy, err
 		}
 	}
+	if iocostBase != nil {
+		if err := step("iocost", func() error { return s.applyIOCost(ctx, j, disks, iocostBase) }); err != nil {
+			return policy, err
+		}
+		if s.o.IOCost.IOWeight > 0 {
+			policy.IOWeight = s.o.IOCost.IOWeight
+		}
+	}
 	var rate uint64
 	switch mode {
 	case rateFixed:
@@ -52,13 +66,22 @@ func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode wri
 		rate = s.o.WriteRate.WithDefaults().Start
 		s.log.Warn("write rate \"auto\" without the latency guard: staying at the start rate", "write_rate_mbps", float64(rate)/1e6)
 	case rateNone:
-		if s.o.WriteRateAuto {
+		if s.o.WriteRateAuto && iocostBase != nil {
+			s.log.Info("write rate \"auto\" under iocost: no cap; the kernel paces staging from the disk's latency")
+		} else if s.o.WriteRateAuto {
 			s.log.Info("write rate \"auto\" on a journal that orders data: no cap (an fsync's commit would wait for the capped write-back); the memory bound and the guard pace staging")
 		}
 	}
 	if rate > 0 {
+		iops := uint64(0)
+		if mode != rateFixed {
+			iops = s.o.WriteRate.IOPS(rate)
+		}
 		for _, d := range disks {
 			policy.IOWriteBandwidthMax = append(policy.IOWriteBandwidthMax, systemd.DeviceValue{Path: "/dev/" + d, Value: rate})
+			if iops > 0 {
+				policy.IOWriteIOPSMax = append(policy.IOWriteIOPSMax, systemd.DeviceValue{Path: "/dev/" + d, Value: iops})
+			}
 		}
 	}
 	if s.o.DaemonUnit != "" {
@@ -68,7 +91,11 @@ func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode wri
 		if mode == rateLoop && len(disks) > 0 && !s.journaled(j, s.o.DaemonUnit, "IOWriteBandwidthMax") {
 			// The daemon was not running: its next start takes the drop-in's
 			// rate, and the controller's changes must be undone too.
-			if err := s.setRuntime(ctx, j, s.o.DaemonUnit, systemd.DeviceProperty("IOWriteBandwidthMax", policy.IOWriteBandwidthMax)); err != nil {
+			props := []sd.Property{systemd.DeviceProperty("IOWriteBandwidthMax", policy.IOWriteBandwidthMax)}
+			if len(policy.IOWriteIOPSMax) > 0 {
+				props = append(props, systemd.DeviceProperty("IOWriteIOPSMax", policy.IOWriteIOPSMax))
+			}
+			if err := s.setRuntime(ctx, j, s.o.DaemonUnit, props...); err != nil {
 				s.log.Warn("the daemon's write rate will not follow the controller", "systemd_unit", s.o.DaemonUnit, "err", err)
 			}
 		}
@@ -133,10 +160,18 @@ func (w *rateWriter) set(ctx context.Context, rate uint64) error {
 	}
 	if d := w.s.o.DaemonUnit; d != "" {
 		vals := make([]systemd.DeviceValue, len(w.disks))
+		var iopsVals []systemd.DeviceValue
 		for i, disk := range w.disks {
 			vals[i] = systemd.DeviceValue{Path: "/dev/" + disk, Value: rate}
+			if iops := w.s.o.WriteRate.IOPS(rate); iops > 0 {
+				iopsVals = append(iopsVals, systemd.DeviceValue{Path: "/dev/" + disk, Value: iops})
+			}
 		}
-		if err := w.s.d.Systemd.SetRuntime(ctx, d, systemd.DeviceProperty("IOWriteBandwidthMax", vals)); err != nil {
+		props := []sd.Property{systemd.DeviceProperty("IOWriteBandwidthMax", vals)}
+		if len(iopsVals) > 0 {
+			props = append(props, systemd.DeviceProperty("IOWriteIOPSMax", iopsVals))
+		}
+		if err := w.s.d.Systemd.SetRuntime(ctx, d, props...); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", d, err))
 		}
 	}
@@ -178,6 +213,9 @@ func (w *rateWriter) stagingUnit(ctx context.Context, rate uint64) error {
 			w.devs[i] = strings.TrimSpace(string(b))
 		}
 		line := fmt.Sprintf("%s wbps=%d", w.devs[i], rate)
+		if iops := w.s.o.WriteRate.IOPS(rate); iops > 0 {
+			line += fmt.Sprintf(" wiops=%d", iops)
+		}
 		if err := os.WriteFile(w.ioMax, []byte(line), 0); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				w.ioMax = "" // the unit stopped: nothing to pace

@@ -29,7 +29,8 @@ func TestRateWriterLooksUpOnce(t *testing.T) {
 		if i == 0 {
 			os.Remove(dev) // read once: later rates do without it
 		}
-		want := map[uint64]string{4_000_000: "252:16 wbps=4000000", 2_000_000: "252:16 wbps=2000000", 3_000_000: "252:16 wbps=3000000"}[rate]
+		// IOPS paced with the rate, at 16 KiB a request by default.
+		want := map[uint64]string{4_000_000: "252:16 wbps=4000000 wiops=244", 2_000_000: "252:16 wbps=2000000 wiops=122", 3_000_000: "252:16 wbps=3000000 wiops=183"}[rate]
 		if b, _ := os.ReadFile(ioMax); string(b) != want {
 			t.Errorf("io.max %q, want %q", b, want)
 		}

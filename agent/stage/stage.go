@@ -109,6 +109,10 @@ type Options struct {
 	EtcdUnit          string
 	EtcdLatencyTarget time.Duration
 
+	// IOCost turns the kernel's proportional I/O controller on for the
+	// window; where it is on, the "auto" write rate loop is not used.
+	IOCost IOCostOptions
+
 	// Environment is set on the staging unit (rpmostree.Client.StageEnv).
 	Environment []string
 	// OKExitStatuses are exit statuses of the staging command that are not
@@ -171,15 +175,17 @@ type Deps struct {
 	Runner    Runner
 	Daemon    Daemon    // nil: never restart the daemon
 	Scheduler Scheduler // nil: agent/iosched with the options
+	IOCost    IOCost    // nil: agent/iocost in the root cgroup
 }
 
 // Stager runs stagings.
 type Stager struct {
-	o     Options
-	d     Deps
-	sched Scheduler
-	log   *slog.Logger
-	held  *os.File // the staging lock while Run or Recover holds it
+	o      Options
+	d      Deps
+	sched  Scheduler
+	iocost IOCost
+	log    *slog.Logger
+	held   *os.File // the staging lock while Run or Recover holds it
 }
 
 // DropInName is the drop-in the stager writes for DaemonUnit.
@@ -231,7 +237,10 @@ func New(o Options, d Deps) (*Stager, error) {
 			return nil, fmt.Errorf("latency guard: %w", err)
 		}
 	}
-	s := &Stager{o: o, d: d, sched: d.Scheduler, log: o.Log}
+	s := &Stager{o: o, d: d, sched: d.Scheduler, iocost: d.IOCost, log: o.Log}
+	if s.iocost == nil {
+		s.iocost = o.iocostController()
+	}
 	if s.sched == nil {
 		res := iosched.Resolver{SysRoot: o.SysRoot}
 		s.sched = IOSched{
@@ -245,27 +254,14 @@ func New(o Options, d Deps) (*Stager, error) {
 	return s, nil
 }
 
-// IOSched adapts agent/iosched to Scheduler.
-type IOSched struct {
-	Resolver iosched.Resolver
-	Options  iosched.Options
-}
-
-func (i IOSched) Disks(paths []string) ([]string, error) { return i.Resolver.Disks(paths) }
-func (i IOSched) Filesystems(paths []string) ([]iosched.Filesystem, error) {
-	return i.Resolver.Filesystems(paths)
-}
-func (i IOSched) Apply(ctx context.Context, disks []string) error {
-	return iosched.Apply(ctx, i.Options, disks)
-}
-func (i IOSched) Restore() error { return iosched.Restore(i.Options) }
-
 // Report is how a staging went.
 type Report struct {
 	Unit    systemd.UnitStatus
 	Disks   []string
 	Guard   guard.Stats
 	Guarded bool
+	// IOCost: the window ran under the kernel's iocost.
+	IOCost bool
 	// Baseline says where the guard's baseline came from.
 	Baseline string
 	// Setup is how long opening the window took (scheduler, policies,
@@ -304,7 +300,7 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 			"guard_freezes", rep.Guard.Freezes, "guard_frozen_seconds", rep.Guard.Frozen.Seconds(),
 			"guard_forced_thaws", rep.Guard.ForcedThaws, "setup_seconds", round3(rep.Setup.Seconds()),
 			"write_rate_mbps", round3(float64(rep.Guard.Rate)/1e6), "write_rate_cuts", rep.Guard.RateCuts,
-			"baseline", rep.Baseline, "ok", err == nil)
+			"baseline", rep.Baseline, "iocost", rep.IOCost, "ok", err == nil)
 	}()
 	if s.o.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -324,7 +320,9 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 	if s.o.Baseline != nil {
 		defer s.o.Baseline.Pause()()
 	}
-	loop := writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, s.o.Guard.Enabled, ordersData) == rateLoop
+	useIOCost := s.useIOCost(rep.Disks)
+	rep.IOCost = useIOCost
+	loop := writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, s.o.Guard.Enabled, ordersData, useIOCost) == rateLoop
 	g, base, closeInputs := s.prepareGuard(ctx, rep.Disks, loop, &rep)
 	defer closeInputs()
 	if ctx.Err() != nil {
@@ -333,7 +331,14 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 
 	setupStart := time.Now()
 	s.log.Info("staging setup started", "disks", rep.Disks)
-	policy, err := s.setup(ctx, j, rep.Disks, writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, g != nil, ordersData))
+	var iocostBase guard.Baseline // nil: iocost off
+	if useIOCost {
+		iocostBase = guard.Baseline{}
+		if base != nil {
+			iocostBase = base
+		}
+	}
+	policy, err := s.setup(ctx, j, rep.Disks, writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, g != nil, ordersData, useIOCost), iocostBase)
 	rep.Setup = time.Since(setupStart)
 	s.log.Info("staging setup done", "setup_seconds", round3(rep.Setup.Seconds()), "ok", err == nil)
 	if err != nil {

@@ -843,7 +843,7 @@ func TestRunAutoWriteRatePacesBothUnits(t *testing.T) {
 		for time.Now().Before(deadline) {
 			b, _ := os.ReadFile(ioMax)
 			// etcd is slow: the rate is cut from the 4 MB/s start.
-			if staged = string(b); staged != "" && staged != "252:16 wbps=4000000" {
+			if staged = string(b); staged != "" && staged != "252:16 wbps=4000000 wiops=244" {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -854,8 +854,12 @@ func TestRunAutoWriteRatePacesBothUnits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if staged != "252:16 wbps=2000000" {
-		t.Errorf("staging unit's io.max %q, want the cut rate 252:16 wbps=2000000", staged)
+	if staged != "252:16 wbps=2000000 wiops=122" {
+		t.Errorf("staging unit's io.max %q, want the cut rate 252:16 wbps=2000000 wiops=122", staged)
+	}
+	// The daemon's IOPS cap follows its rate (and was put back: undone).
+	if e.sys.called("SetRuntime "+daemonUnit+" IOWriteBandwidthMax,IOWriteIOPSMax") == 0 {
+		t.Errorf("the daemon's IOPS cap never followed the rate: %v", e.sys.calls)
 	}
 	// The daemon through systemd (journaled); the staging unit never, so
 	// no control file outlives it.

@@ -78,6 +78,11 @@ func (s *Stager) undo(ctx context.Context, j *journal) error {
 			errs = append(errs, err)
 		}
 	}
+	if j.IOCost {
+		if err := s.iocost.Restore(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		if serr := s.saveJournal(j); serr != nil {
 			err = errors.Join(err, serr)
@@ -113,16 +118,14 @@ func (s *Stager) recover(ctx context.Context) error {
 		return err
 	}
 	if j == nil {
-		// The scheduler keeps its own record: a crash right after it
-		// changed a disk leaves no journal only if the journal write failed.
-		if err := s.sched.Restore(); err != nil {
-			return fmt.Errorf("recovering: %w", err)
-		}
-		return nil
+		// The scheduler and iocost keep their own records: a crash right
+		// after one changed a disk leaves no journal only if the journal
+		// write failed.
+		return errors.Join(wrap("recovering", s.sched.Restore()), wrap("recovering", s.iocost.Restore()))
 	}
 	s.dropEarlierBoot(j)
 	s.log.Warn("undoing what an interrupted staging left behind", "staging_unit", j.StagingUnit,
-		"daemon_unit", j.DaemonUnit, "drop_in", j.DropIn, "scheduler", j.Scheduler)
+		"daemon_unit", j.DaemonUnit, "drop_in", j.DropIn, "scheduler", j.Scheduler, "iocost", j.IOCost)
 	// Before anything else: a unit left frozen would hold the update forever.
 	if errs := s.thawNamed(ctx, j.StagingUnit, j.DaemonUnit); len(errs) > 0 {
 		return fmt.Errorf("recovering: %w", errors.Join(errs...))
@@ -196,4 +199,12 @@ func RecoverAtStart(ctx context.Context, log *slog.Logger, recover func(context.
 	default:
 		log.Warn("undoing an interrupted staging at start failed; retried later", "err", err)
 	}
+}
+
+// wrap is fmt.Errorf("what: %w") that keeps nil nil.
+func wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }

@@ -52,8 +52,10 @@ type Policy struct {
 	// MemoryHigh in bytes bounds the unit's page cache, so dirty data is
 	// written back in small pieces instead of one big flush; 0 = no limit.
 	MemoryHigh uint64
-	// IOWriteBandwidthMax caps writes per device (bytes/s).
+	// IOWriteBandwidthMax caps writes per device (bytes/s);
+	// IOWriteIOPSMax their number (IOPS).
 	IOWriteBandwidthMax []DeviceValue
+	IOWriteIOPSMax      []DeviceValue
 }
 
 // Validate reports the first out-of-range field, naming it.
@@ -76,6 +78,11 @@ func (p Policy) Validate() error {
 	for _, d := range p.IOWriteBandwidthMax {
 		if d.Path == "" || d.Value == 0 {
 			return fmt.Errorf("IOWriteBandwidthMax %q %d: want a device path and a non-zero rate", d.Path, d.Value)
+		}
+	}
+	for _, d := range p.IOWriteIOPSMax {
+		if d.Path == "" || d.Value == 0 {
+			return fmt.Errorf("IOWriteIOPSMax %q %d: want a device path and a non-zero rate", d.Path, d.Value)
 		}
 	}
 	return nil
@@ -140,6 +147,9 @@ func (p Policy) CgroupProperties() []sd.Property {
 	}
 	if len(p.IOWriteBandwidthMax) > 0 {
 		props = append(props, DeviceProperty("IOWriteBandwidthMax", p.IOWriteBandwidthMax))
+	}
+	if len(p.IOWriteIOPSMax) > 0 {
+		props = append(props, DeviceProperty("IOWriteIOPSMax", p.IOWriteIOPSMax))
 	}
 	return props
 }
@@ -242,6 +252,11 @@ func (p Policy) DropIn(header string) (string, error) {
 	sort.Slice(devs, func(i, j int) bool { return devs[i].Path < devs[j].Path })
 	for _, d := range devs {
 		fmt.Fprintf(&b, "IOWriteBandwidthMax=%s %d\n", d.Path, d.Value)
+	}
+	iops := append([]DeviceValue(nil), p.IOWriteIOPSMax...)
+	sort.Slice(iops, func(i, j int) bool { return iops[i].Path < iops[j].Path })
+	for _, d := range iops {
+		fmt.Fprintf(&b, "IOWriteIOPSMax=%s %d\n", d.Path, d.Value)
 	}
 	return b.String(), nil
 }

@@ -176,7 +176,7 @@ func TestTransientServiceProperties(t *testing.T) {
 
 func TestDropIn(t *testing.T) {
 	p := Policy{IOSchedulingClass: "idle", Nice: intp(10), CPUWeight: "idle", IOWeight: 10, MemoryHigh: 1 << 30,
-		IOWriteBandwidthMax: []DeviceValue{{"/dev/vdc", 2}, {"/dev/vdb", 1}}}
+		IOWriteBandwidthMax: []DeviceValue{{"/dev/vdc", 2}, {"/dev/vdb", 1}}, IOWriteIOPSMax: []DeviceValue{{"/dev/vdc", 4}, {"/dev/vdb", 3}}}
 	got, err := p.DropIn("written by update-agent\nremoved after staging")
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +191,8 @@ IOWeight=10
 MemoryHigh=1073741824
 IOWriteBandwidthMax=/dev/vdb 1
 IOWriteBandwidthMax=/dev/vdc 2
+IOWriteIOPSMax=/dev/vdb 3
+IOWriteIOPSMax=/dev/vdc 4
 `
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)

@@ -49,10 +49,12 @@ func runDoctor(env *cmdEnv, args []string) error {
 			Username: cfg.Etcd.Username, MoveLeader: cfg.Leader.MoveLeader,
 			StateDir:        rooted(*root, cfg.Agent.StateDir),
 			FleetLockListen: cfg.FleetLock.Listen, FleetLockTLS: cfg.FleetLock.CertFile != "",
+			IOCost: cfg.Staging.IOCost, EtcdIOLatencyTarget: cfg.Staging.EtcdIOLatencyTarget.D(),
 		},
 		OS:      &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}},
 		Cgroups: doctor.SystemdCgroups{Root: *root},
 		Disks:   doctor.SysfsDisks{Root: *root},
+		IO:      doctor.SysfsIOControl{Root: *root},
 	}
 	if d.Metrics, err = doctorMetrics(cfg, *root); err != nil {
 		return configError{err}

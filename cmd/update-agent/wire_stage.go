@@ -14,6 +14,7 @@ import (
 	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/agent/doctor"
 	"github.com/update-agent/update-agent/agent/guard"
+	"github.com/update-agent/update-agent/agent/iocost"
 	"github.com/update-agent/update-agent/agent/oplog"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/agent/stage"
@@ -52,7 +53,7 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 		},
 		WriteBandwidthMax: uint64(s.IOWriteBandwidthMax),
 		WriteRateAuto:     s.IOWriteBandwidthMax == config.BandwidthAuto,
-		WriteRate:         guard.RateConfig{Target: g.LatencyTarget, ProbeEvery: g.RateProbeInterval.D()},
+		WriteRate:         rateConfig(g),
 		Paths:             s.Paths,
 		Scheduler:         s.Scheduler,
 		KeepScheduler:     !s.RestoreScheduler,
@@ -71,6 +72,7 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 	if root != "" && root != "/" {
 		o.SysRoot = root
 	}
+	o.IOCost = iocostOptions(cfg)
 	gc, gb := guard.Thresholds{
 		LatencyFactor: g.LatencyFactor, ThawFactor: g.ThawFactor, FsyncP99: g.FsyncP99Threshold.D(),
 		IOPressurePercent: g.IOPressureThreshold, MinFreeze: g.MinFreeze.D(), MaxFreeze: g.MaxFreeze.D(),
@@ -118,6 +120,42 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 		o.Baseline = k
 	}
 	return o
+}
+
+// rateConfig maps [guard]'s rate keys onto the loop; the config's zeros
+// (floor share, IO size) are the loop's "off" (negative).
+func rateConfig(g config.Guard) guard.RateConfig {
+	rc := guard.RateConfig{Target: g.LatencyTarget, ProbeEvery: g.RateProbeInterval.D(),
+		Start: uint64(g.RateStart), Min: uint64(g.RateMin), MinShare: g.RateMinShare, IOSize: int64(g.RateIOSizeKiB) << 10}
+	if rc.MinShare == 0 {
+		rc.MinShare = -1
+	}
+	if rc.IOSize == 0 {
+		rc.IOSize = -1
+	}
+	return rc
+}
+
+// iocostOptions maps staging.iocost* onto agent/stage; the promise is the
+// rate loop's target (guard.latency_target).
+func iocostOptions(cfg *config.Config) stage.IOCostOptions {
+	s := cfg.Staging
+	models := map[string]iocost.Model{}
+	for _, line := range s.IOCostModels {
+		// Validated with the configuration: a bad line never gets here.
+		if disk, m, err := iocost.ParseDiskModel(line); err == nil {
+			models[disk] = m
+		}
+	}
+	return stage.IOCostOptions{
+		Enabled: s.IOCost,
+		Models:  models,
+		Targets: iocost.Targets{Promise: cfg.Guard.LatencyTarget, Fixed: s.IOCostLatencyTarget.D(),
+			Default: s.IOCostDefaultLatencyTarget.D(), Percentile: s.IOCostPercentile,
+			VrateMin: s.IOCostVrateMin, VrateMax: s.IOCostVrateMax},
+		IOWeight:     uint64(s.IOCostIOWeight),
+		EtcdIOWeight: uint64(s.IOCostEtcdIOWeight),
+	}
 }
 
 // newStager builds the gentle stager of the daemon and stage-once; it dials

@@ -74,6 +74,20 @@ func TestWireMapsConfig(t *testing.T) {
 	if !o.WriteRateAuto || o.RateLoopFreezeFactor != 0 {
 		t.Errorf("auto %v, rate-loop freeze factor %v with a configured threshold, want auto and 0", o.WriteRateAuto, o.RateLoopFreezeFactor)
 	}
+	if rc := o.WriteRate; rc.Start != 4_000_000 || rc.Min != 0 || rc.MinShare != 0.25 || rc.IOSize != 16<<10 {
+		t.Errorf("write rate config %+v, want start 4M, no absolute floor, a quarter of the disk's, 16 KiB IOs", rc)
+	}
+	if rc := rateConfig(config.Guard{LatencyTarget: 1.3, RateStart: 4_000_000}); rc.MinShare >= 0 || rc.IOSize >= 0 {
+		t.Errorf("zero share and IO size %+v, want the loop's off (negative)", rc)
+	}
+	if ic := o.IOCost; !ic.Enabled || ic.IOWeight != 1 || ic.EtcdIOWeight != 10000 || ic.Targets.Promise != 1.3 ||
+		ic.Targets.Default != 20*time.Millisecond || ic.Targets.Percentile != 95 || ic.Targets.VrateMin != 5 || ic.Targets.VrateMax != 150 {
+		t.Errorf("iocost options %+v", ic)
+	}
+	cfg.Staging.IOCostModels = []string{"vda rbps=20000000 rseqiops=500 rrandiops=500 wbps=20000000 wseqiops=500 wrandiops=500"}
+	if m := iocostOptions(cfg).Models["vda"]; !m.User || m.WRandIOPS != 500 {
+		t.Errorf("vda's configured model %+v", m)
+	}
 	cfg.Guard.FsyncP99Threshold = 0
 	if o := stageOptions(cfg, root, a.stateDir, a.os.Client, a.log); o.RateLoopFreezeFactor != 4 {
 		t.Errorf("rate-loop freeze factor %v with the threshold learned, want the default 4", o.RateLoopFreezeFactor)

@@ -38,6 +38,9 @@ require_quorum = false
 [staging]
 paths = ["/var/lib/rpm-ostree-standin"]
 scheduler = "bfq"
+# The policy checked below is the bfq/rate-loop window's (IOWeight=10);
+# tests/e2e/staging covers iocost's.
+iocost = false
 [guard]
 metrics_url = "http://127.0.0.1:2381/metrics"
 `

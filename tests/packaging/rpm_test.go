@@ -132,8 +132,10 @@ func installed(t *testing.T, root string) map[string]string {
 		"/usr/lib/systemd/system-preset/90-update-agent.preset":  "units/90-update-agent.preset",
 		"/usr/lib/tmpfiles.d/update-agent.conf":                  "units/update-agent.tmpfiles.conf",
 		"/usr/lib/update-agent/config.d/00-defaults.toml":        "packaging/config.d/00-defaults.toml",
-		docdir + "/README.md":                                    "README.md",
-		"/usr/share/licenses/update-agent/LICENSE":               "packaging/LICENSE",
+		// Opt-in, so not under udev's rules.d.
+		"/usr/share/update-agent/udev/60-update-agent-bfq.rules": "units/60-update-agent-bfq.rules",
+		docdir + "/README.md":                      "README.md",
+		"/usr/share/licenses/update-agent/LICENSE": "packaging/LICENSE",
 	}
 	examples := trackedUnder(t, root, "packaging/examples")
 	if len(examples) == 0 {
@@ -157,6 +159,8 @@ func TestFileList(t *testing.T) {
 		"/etc/update-agent/config.d":       true,
 		"/usr/lib/update-agent":            true,
 		"/usr/lib/update-agent/config.d":   true,
+		"/usr/share/update-agent":          true,
+		"/usr/share/update-agent/udev":     true,
 		docdir:                             true,
 		"/usr/share/licenses/update-agent": true,
 	}
@@ -208,6 +212,7 @@ func TestFileAttributes(t *testing.T) {
 		"/usr/lib/systemd/system/update-agent-fleetlock.service": "-rw-r--r--",
 		"/etc/update-agent/config.d":                             "drwxr-xr-x",
 		"/usr/lib/update-agent/config.d/00-defaults.toml":        "-rw-r--r--",
+		"/usr/share/update-agent/udev/60-update-agent-bfq.rules": "-rw-r--r--",
 	} {
 		if modes[file] != want {
 			t.Errorf("%s: mode %q, want %q", file, modes[file], want)

@@ -95,7 +95,7 @@ func TestPlan(t *testing.T) {
 	for _, d := range plan.Disks {
 		names = append(names, d.Name)
 	}
-	if want := "xfs-500iops-20MBs xfs-3000iops-125MBs ext4-500iops-20MBs ext4-3000iops-125MBs"; strings.Join(names, " ") != want || plan.UpdateSize != "600MiB" {
+	if want := "xfs-500iops-20MBs xfs-3000iops-125MBs ext4-500iops-20MBs ext4-3000iops-125MBs xfs-150iops-6MBs ext4-150iops-6MBs"; strings.Join(names, " ") != want || plan.UpdateSize != "600MiB" {
 		t.Errorf("plan: disks %v, update %s; want %s, 600MiB", names, plan.UpdateSize, want)
 	}
 	for _, d := range plan.Disks {
@@ -103,8 +103,10 @@ func TestPlan(t *testing.T) {
 		for _, s := range plan.Scenarios[d.Name] {
 			ids[s.ID+s.Load(d)] = true
 		}
-		want := []string{report.ScenarioAlone, report.ScenarioNaive, report.ScenarioAgent}
-		if d.FS == "xfs" {
+		// iocost (d-agent) beside the loop, and the CPU-only limit line,
+		// on every disk.
+		want := []string{report.ScenarioAlone, report.ScenarioNaive, report.ScenarioAgent, "i-iocost-off", "x-cpuburn-idle"}
+		if d.FS == "xfs" && d.IOPS != ScaleModel.IOPS {
 			want = append(want, "c-openshift2020", "e-agent-noguard")
 		}
 		for _, w := range want {
@@ -116,14 +118,14 @@ func TestPlan(t *testing.T) {
 			t.Errorf("%s: %d scenarios, want %d", d.Name, len(ids), len(want))
 		}
 	}
-	if n := len(full.Scenarios[full.Disks[0].Name]); n != 5+len(Knobs)+len(AgentRuns)+len(Probes)+6 {
+	if n := len(full.Scenarios[full.Disks[0].Name]); n != 7+len(Knobs)+len(AgentRuns)+len(Probes)-1+6+3 {
 		t.Errorf("small disk: %d scenarios", n)
 	}
 	var ext4 []string
 	for _, s := range full.Scenarios["ext4-500iops-20MBs"] {
 		ext4 = append(ext4, s.Key())
 	}
-	if want := "a-alone b-naive d-agent e-agent-noguard k-bwmax-none k-bwmax-5M k-bwmax-4M k-objfsync k-memoryhigh-8M"; strings.Join(ext4, " ") != want {
+	if want := "a-alone b-naive d-agent i-iocost-off x-cpuburn-idle i-iocost-model i-iocost-loose i-iocost-noguard e-agent-noguard k-bwmax-none k-bwmax-5M k-bwmax-4M k-objfsync k-memoryhigh-8M"; strings.Join(ext4, " ") != want {
 		t.Errorf("small ext4 disk in the sweep: %v, want %s", ext4, want)
 	}
 	// Naming a scenario picks it, not the sweep's load variants of it.
@@ -134,7 +136,7 @@ func TestPlan(t *testing.T) {
 			got = append(got, d.Name+"/"+s.Key())
 		}
 	}
-	if want := "xfs-500iops-20MBs/a-alone xfs-500iops-20MBs/d-agent+splitfs xfs-3000iops-125MBs/a-alone ext4-500iops-20MBs/a-alone ext4-3000iops-125MBs/a-alone"; strings.Join(got, " ") != want {
+	if want := "xfs-500iops-20MBs/a-alone xfs-500iops-20MBs/d-agent+splitfs xfs-3000iops-125MBs/a-alone ext4-500iops-20MBs/a-alone ext4-3000iops-125MBs/a-alone xfs-150iops-6MBs/a-alone ext4-150iops-6MBs/a-alone"; strings.Join(got, " ") != want {
 		t.Errorf("Only: %v, want %s", got, want)
 	}
 	if len(quick.Disks) != 1 || len(quick.Scenarios[quick.Disks[0].Name]) != 4 || quick.UpdateSize == full.UpdateSize {

@@ -8,6 +8,7 @@ package latency
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +55,12 @@ var Disks = []Disk{
 	{Name: "3000iops-125MBs", IOPS: 3000, BPS: 125_000_000, FioRate: 120, PutRate: 30},
 	{Name: "500iops-20MBs", IOPS: 500, BPS: 20_000_000, FioRate: 80, PutRate: 20},
 }
+
+// ScaleModel is a disk slow enough that the disk, not the 2-vCPU TCG
+// guest's CPU, limits etcd on it (the CPU limits the two disks above:
+// see x-cpuburn-idle), with loads at about a third of it: 15 fdatasync/s
+// and 10 puts/s are some 50 of its 150 IOPS.
+var ScaleModel = Disk{Name: "150iops-6MBs", IOPS: 150, BPS: 6_000_000, FioRate: 15, PutRate: 10}
 
 // Stager says who stages the update in a scenario.
 type Stager int
@@ -184,6 +191,28 @@ var Knobs = []struct{ ID, Config string }{
 	{"k-memoryhigh-8M", "[staging]\nmemory_high = \"8M\"\n"},
 }
 
+// IOCostOff is the rate loop iocost replaces where the kernel has it (the
+// guest's: Debian 12's CONFIG_BLK_CGROUP_IOCOST=y), beside d-agent on
+// every disk of the plan.
+var IOCostOff = Scenario{ID: "i-iocost-off", Stager: Agent, AgentConfig: "[staging]\niocost = false\n"}
+
+// IOCostScenarios are iocost's variants on disk d (d-agent is iocost with
+// the kernel's auto model and the derived QoS): the operator's model with
+// d's own limits (the harness), the looser QoS the harness found
+// worse on ext4, and iocost without the guard (does the guard earn its
+// keep beside it?). The model names both layouts' measured disks.
+func IOCostScenarios(d Disk) []Scenario {
+	model := func(dev string) string {
+		return fmt.Sprintf("%q", fmt.Sprintf("%s rbps=%d rseqiops=%d rrandiops=%d wbps=%d wseqiops=%d wrandiops=%d",
+			dev, d.BPS, d.IOPS, d.IOPS, d.BPS, d.IOPS, d.IOPS))
+	}
+	return []Scenario{
+		{ID: "i-iocost-model", Stager: Agent, AgentConfig: "[staging]\niocost_models = [" + model("vda") + ", " + model("vdb") + "]\n"},
+		{ID: "i-iocost-loose", Stager: Agent, AgentConfig: "[staging]\niocost_latency_target = \"50ms\"\niocost_vrate_min = 25.0\n"},
+		{ID: "i-iocost-noguard", Stager: Agent, AgentConfig: "[guard]\nenabled = false\n"},
+	}
+}
+
 // AgentRuns are the agent's defaults with its own process run differently:
 // its CPU competes with etcd's in a CPU-starved guest.
 var AgentRuns = []Scenario{
@@ -258,6 +287,17 @@ func MakePlan(quick bool) Plan {
 		c := Core()
 		p.Scenarios[d.Name] = []Scenario{c[0], c[1], c[3]}
 	}
+	// The scale model on both filesystems: what the disk alone does.
+	for _, d := range []Disk{On("xfs", ScaleModel), On("ext4", ScaleModel)} {
+		p.Disks = append(p.Disks, d)
+		c := Core()
+		p.Scenarios[d.Name] = []Scenario{c[0], c[1], c[3]}
+	}
+	// On every disk: iocost (d-agent) beside the rate loop it replaces,
+	// and the CPU-only probe, the in-guest limit line of each table.
+	for _, d := range p.Disks {
+		p.Scenarios[d.Name] = append(p.Scenarios[d.Name], IOCostOff, Probes[0])
+	}
 	return p
 }
 
@@ -272,7 +312,11 @@ func Sweep() Plan {
 		small = append(small, Scenario{ID: k.ID, Stager: Agent, AgentConfig: k.Config})
 	}
 	small = append(small, AgentRuns...)
-	small = append(small, Probes...)
+	for _, pr := range Probes {
+		if !slices.ContainsFunc(small, func(s Scenario) bool { return s.Key() == pr.Key() }) {
+			small = append(small, pr)
+		}
+	}
 	for _, s := range []Scenario{
 		{ID: report.ScenarioAlone, Stager: NoStaging},
 		{ID: report.ScenarioNaive, Stager: Naive},
@@ -285,7 +329,11 @@ func Sweep() Plan {
 		sp.SplitFS = true
 		small = append(small, sp)
 	}
+	small = append(small, IOCostScenarios(p.Disks[0])...)
 	p.Scenarios[name] = small
+	for _, d := range []Disk{On("ext4", Disks[1]), On("xfs", ScaleModel), On("ext4", ScaleModel)} {
+		p.Scenarios[d.Name] = append(p.Scenarios[d.Name], IOCostScenarios(d)...)
+	}
 	// On ext4 the write cap met the journal's ordered mode (etcd worse than
 	// naive with the capped loop, full-ostree-ext4-600MiB-1; "auto" sets no
 	// cap there since): the guard off, the fixed caps (k-bwmax-4M is the

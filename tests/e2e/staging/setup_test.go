@@ -93,6 +93,8 @@ io_weight = 10
 cpu_weight = "idle"
 per_object_fsync = true
 timeout = "20m"
+# The bfq and rate-loop window; iocost_test.go turns iocost on.
+iocost = false
 [guard]
 enabled = true
 metrics_url = ""

@@ -1,0 +1,109 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/update-agent/update-agent/agent/iocost"
+)
+
+// IOControl reads which of the kernel's cgroup I/O controllers exist and
+// what iocost has in force on a disk.
+type IOControl interface {
+	// IOCost is nil when the kernel has iocost, else why not.
+	IOCost() error
+	// IOLatency says whether the kernel has io.latency; an error when it
+	// cannot tell (the io controller not enabled below the root).
+	IOLatency() (bool, error)
+	// InForce is the disk's io.cost.qos and io.cost.model lines ("":
+	// iocost was never set up on it).
+	InForce(disk string) (qos, model string, err error)
+}
+
+// ioControl reports iocost and io.latency, and the QoS and model in force
+// on the staging disks (etcd's data directory's among them). Only a
+// setting that silently does nothing fails: staging.etcd_io_latency_target
+// on a kernel without io.latency (Debian 12's has none).
+func (d Doctor) ioControl(context.Context) (string, error) {
+	if d.IO == nil {
+		return "not checked", nil
+	}
+	var parts []string
+	costErr := d.IO.IOCost()
+	iocostOK := costErr == nil
+	switch err := costErr; {
+	case err == nil && d.In.IOCost:
+		parts = append(parts, "iocost: yes, used while staging")
+	case err == nil:
+		parts = append(parts, "iocost: yes, not used (staging.iocost = false)")
+	case d.In.IOCost:
+		parts = append(parts, fmt.Sprintf("iocost: no (%v): the write rate loop paces staging", err))
+	default:
+		parts = append(parts, fmt.Sprintf("iocost: no (%v)", err))
+	}
+	lat, latErr := d.IO.IOLatency()
+	switch {
+	case latErr != nil:
+		parts = append(parts, fmt.Sprintf("io.latency: unknown (%v)", latErr))
+	case lat:
+		parts = append(parts, "io.latency: yes")
+	case d.In.EtcdIOLatencyTarget > 0:
+		return "", fmt.Errorf("staging.etcd_io_latency_target is set but the kernel has no io.latency (CONFIG_BLK_CGROUP_IOLATENCY): it does nothing")
+	default:
+		parts = append(parts, "io.latency: no")
+	}
+	if iocostOK && len(d.In.StagingPaths) > 0 {
+		disks, err := d.Disks.Disks(d.In.StagingPaths)
+		if err != nil {
+			return "", err
+		}
+		for _, disk := range disks {
+			q, m, err := d.IO.InForce(disk)
+			if err != nil {
+				return "", fmt.Errorf("iocost on %s: %w", disk, err)
+			}
+			if q == "" {
+				q = "never set up (off)"
+			}
+			if m == "" {
+				m = "the kernel's auto model"
+			}
+			parts = append(parts, fmt.Sprintf("%s: qos %s; model %s", disk, q, m))
+		}
+	}
+	return strings.Join(parts, "; "), nil
+}
+
+// SysfsIOControl reads the root cgroup under Root.
+type SysfsIOControl struct{ Root string }
+
+func (s SysfsIOControl) controller() iocost.Controller {
+	return iocost.Controller{CgroupRoot: Rooted(s.Root, "/sys/fs/cgroup"), SysRoot: Rooted(s.Root, "/sys")}
+}
+
+func (s SysfsIOControl) IOCost() error { return s.controller().Available() }
+
+// IOLatency looks in system.slice: io.latency exists on non-root cgroups
+// only, and only where the io controller is enabled (io.weight there).
+func (s SysfsIOControl) IOLatency() (bool, error) {
+	dir := filepath.Join(Rooted(s.Root, "/sys/fs/cgroup"), "system.slice")
+	if _, err := os.Stat(filepath.Join(dir, "io.latency")); err == nil {
+		return true, nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, "io.weight")); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, fmt.Errorf("the io controller is not enabled in %s", dir)
+		}
+		return false, err
+	}
+	return false, nil
+}
+
+func (s SysfsIOControl) InForce(disk string) (string, string, error) {
+	return s.controller().InForce(disk)
+}

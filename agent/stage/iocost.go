@@ -1,0 +1,93 @@
+package stage
+
+import (
+	"context"
+	"path/filepath"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/guard"
+	"github.com/update-agent/update-agent/agent/iocost"
+	"github.com/update-agent/update-agent/agent/systemd"
+)
+
+// IOCostOptions turn on the kernel's proportional I/O controller on the
+// staging disks for the window (agent/iocost).
+type IOCostOptions struct {
+	Enabled bool
+	// Models are operator-given cost models by disk name.
+	Models map[string]iocost.Model
+	// Targets derive the QoS; BaselineP99 is filled from the guard's
+	// baseline when there is one.
+	Targets iocost.Targets
+	// IOWeight replaces Policy.IOWeight on the stager and the daemon;
+	// EtcdIOWeight goes on EtcdUnit (0: left alone).
+	IOWeight, EtcdIOWeight uint64
+}
+
+// IOCost is the controller's edge (iocost.Controller).
+type IOCost interface {
+	Available() error
+	Apply(disks []string, q iocost.QoS, models map[string]iocost.Model) error
+	Restore() error
+}
+
+func (o Options) iocostController() iocost.Controller {
+	sys := o.SysRoot
+	if sys == "" {
+		sys = "/sys"
+	}
+	return iocost.Controller{CgroupRoot: filepath.Join(sys, "fs/cgroup"), SysRoot: o.SysRoot,
+		StateFile: filepath.Join(o.StateDir, "iocost.json"), BootIDPath: o.BootIDPath, Log: o.Log}
+}
+
+// useIOCost says whether the window runs under iocost: configured, disks
+// to put it on, and a kernel that has it. Without it the write rate loop
+// paces staging, and the journal says why.
+func (s *Stager) useIOCost(disks []string) bool {
+	if !s.o.IOCost.Enabled || len(disks) == 0 {
+		return false
+	}
+	if err := s.iocost.Available(); err != nil {
+		s.log.Warn("iocost unavailable: the write rate loop paces staging instead", "err", err)
+		return false
+	}
+	return true
+}
+
+// walFsyncP99 is etcd's WAL fsync p99 in the guard's baseline, 0 when
+// the baseline has none.
+func walFsyncP99(b guard.Baseline) time.Duration {
+	for k, st := range b {
+		if guard.SignalName(k) == guard.SignalWALFsync {
+			return st.P99
+		}
+	}
+	return 0
+}
+
+// applyIOCost turns iocost on (recorded in the journal first, the
+// controller keeping its own record of the lines it replaces) and gives
+// etcd's unit its high weight. The stager's and daemon's low weight is
+// in their policy.
+func (s *Stager) applyIOCost(ctx context.Context, j *journal, disks []string, base guard.Baseline) error {
+	t := s.o.IOCost.Targets
+	t.BaselineP99 = walFsyncP99(base)
+	q, why := iocost.DeriveQoS(t)
+	s.log.Info("iocost QoS for the staging window", "latency_target_us", q.WLat, "latency_source", why,
+		"percentile", q.WPct, "vrate_min", q.Min, "vrate_max", q.Max)
+	j.IOCost = true
+	if err := s.saveJournal(j); err != nil {
+		return err
+	}
+	if err := s.iocost.Apply(disks, q, s.o.IOCost.Models); err != nil {
+		return err
+	}
+	if s.o.EtcdUnit != "" && s.o.IOCost.EtcdIOWeight > 0 {
+		if err := s.setRuntime(ctx, j, s.o.EtcdUnit, systemd.Policy{IOWeight: s.o.IOCost.EtcdIOWeight}.CgroupProperties()...); err != nil {
+			// The controller still favours etcd's latency over the
+			// stager's through the QoS: not a reason to stop.
+			s.log.Warn("staging without a high I/O weight on etcd's unit", "systemd_unit", s.o.EtcdUnit, "err", err)
+		}
+	}
+	return nil
+}

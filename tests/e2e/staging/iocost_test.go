@@ -1,0 +1,231 @@
+//go:build e2e
+
+package staging
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/update-agent/update-agent/tests/guest"
+)
+
+const (
+	iocostConf = "/etc/update-agent/config.d/62-e2e-iocost.toml"
+	// etcdStandin stands for etcd.local_unit: a running unit whose
+	// IOWeight the window raises (the guest has no etcd).
+	etcdStandin = "ua-e2e-etcd.service"
+)
+
+// iocostOn turns iocost on for the staging window, with etcd.local_unit
+// a running stand-in unit, and checks the guest's kernel has iocost
+// (Debian 12's: CONFIG_BLK_CGROUP_IOCOST=y).
+func iocostOn(t *testing.T, g *guest.Guest) {
+	t.Helper()
+	if _, _, code, _ := g.Run(context.Background(), "test -e /sys/fs/cgroup/io.cost.qos"); code != 0 {
+		t.Fatal("the guest's kernel has no iocost (no /sys/fs/cgroup/io.cost.qos)")
+	}
+	g.MustRun(t, "systemctl stop "+etcdStandin+" 2>/dev/null; systemctl reset-failed "+etcdStandin+" 2>/dev/null; "+
+		"systemd-run --quiet --unit="+etcdStandin+" sleep infinity")
+	g.MustRun(t, `printf '[staging]\niocost = true\n[etcd]\nlocal_unit = "`+etcdStandin+`"\n' >`+iocostConf)
+	t.Cleanup(func() {
+		g.MustRun(t, "rm -f "+iocostConf+"; systemctl stop "+etcdStandin+"; systemctl reset-failed "+etcdStandin+" 2>/dev/null; true")
+	})
+}
+
+// costLines are the data disk's io.cost.qos and io.cost.model lines
+// without the device ("" when iocost was never set up on it).
+func costLines(t *testing.T, g *guest.Guest) (qos, model string) {
+	t.Helper()
+	dev := strings.TrimSpace(g.MustRun(t, "cat /sys/block/"+dataDisk()+"/dev"))
+	get := func(f string) string {
+		l := strings.TrimSpace(g.MustRun(t, "grep '^"+dev+" ' /sys/fs/cgroup/"+f+" || true"))
+		return strings.TrimSpace(strings.TrimPrefix(l, dev))
+	}
+	return get("io.cost.qos"), get("io.cost.model")
+}
+
+// assertCostOff checks iocost is off on the data disk with the kernel's
+// own parameters and model, as before any window.
+func assertCostOff(t *testing.T, g *guest.Guest, when string) {
+	t.Helper()
+	qos, model := costLines(t, g)
+	if qos != "" && !strings.HasPrefix(qos, "enable=0 ctrl=auto ") {
+		t.Errorf("io.cost.qos %s: %q, want off with the kernel's parameters", when, qos)
+	}
+	if model != "" && !strings.HasPrefix(model, "ctrl=auto ") {
+		t.Errorf("io.cost.model %s: %q, want the kernel's auto model", when, model)
+	}
+}
+
+// assertCostWindow checks iocost on the data disk and the weights while
+// the staging unit runs.
+func assertCostWindow(t *testing.T, g *guest.Guest) {
+	t.Helper()
+	qos, model := costLines(t, g)
+	if !strings.HasPrefix(qos, "enable=1 ctrl=user rpct=95.00 rlat=20000 wpct=95.00 wlat=20000 min=5.00 max=150.00") {
+		// No etcd metrics in the guest: the default target, 20 ms.
+		t.Errorf("io.cost.qos while staging: %q, want enabled with the default 20 ms target", qos)
+	}
+	if !strings.HasPrefix(model, "ctrl=auto ") {
+		t.Errorf("io.cost.model while staging: %q, want the kernel's auto model (none configured)", model)
+	}
+	for unit, want := range map[string]string{stagingUnit: "1", "rpm-ostreed.service": "1", etcdStandin: "10000"} {
+		if w := show(t, g, unit, "IOWeight")["IOWeight"]; w != want {
+			t.Errorf("%s IOWeight=%q while staging, want %s", unit, w, want)
+		}
+	}
+	if mx := strings.TrimSpace(g.MustRun(t, "cat /sys/fs/cgroup/system.slice/"+stagingUnit+"/io.max 2>/dev/null || true")); mx != "" {
+		t.Errorf("staging unit io.max %q under iocost, want no cap", mx)
+	}
+}
+
+// assertCostRestored checks what the window changed is back.
+func assertCostRestored(t *testing.T, g *guest.Guest, daemonWeight, etcdWeight string) {
+	t.Helper()
+	assertCostOff(t, g, "after the window")
+	if w := show(t, g, etcdStandin, "IOWeight")["IOWeight"]; w != etcdWeight {
+		t.Errorf("%s IOWeight=%q after the window, want %q back", etcdStandin, w, etcdWeight)
+	}
+	if w := show(t, g, "rpm-ostreed.service", "IOWeight")["IOWeight"]; w != daemonWeight {
+		t.Errorf("rpm-ostreed.service IOWeight=%q after the window, want %q back", w, daemonWeight)
+	}
+	if out, _, code, _ := g.Run(context.Background(), "ls /var/lib/update-agent/iocost.json"); code == 0 {
+		t.Errorf("iocost record left: %s", out)
+	}
+}
+
+// TestIOCostWindow stages under iocost: on for the window, put back after.
+func TestIOCostWindow(t *testing.T) {
+	g := setup(t)
+	iocostOn(t, g)
+	pullDelay(t, g)
+	assertCostOff(t, g, "before staging")
+	b := snapshot(t, g)
+	etcdWeight := show(t, g, etcdStandin, "IOWeight")["IOWeight"]
+	nextUpdate(t, g)
+
+	startStageOnce(t, g)
+	waitStagingUnit(t, g)
+	assertCostWindow(t, g)
+	if st := waitStageOnce(t, g, 15*time.Minute); st != "0" {
+		t.Fatalf("stage-once exited %s; journal:\n%s", st, g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager | tail -60"))
+	}
+	assertCostRestored(t, g, b.weights["IOWeight"], etcdWeight)
+	assertWindowClosed(t, g, b)
+	// The journal says which model and where the target came from (the
+	// log's fields are journal fields).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	inv := strings.TrimSpace(g.MustRun(t, "systemctl show -p InvocationID --value "+onceUnit))
+	entries, err := g.Journal(ctx, onceUnit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if e["_SYSTEMD_INVOCATION_ID"] != inv {
+			continue
+		}
+		str := func(k string) string { v, _ := e[k].(string); return v }
+		switch str("MESSAGE") {
+		case "iocost on for the staging window":
+			seen["model"] = strings.HasPrefix(str("MODEL_SOURCE"), "the model in force")
+		case "iocost QoS for the staging window":
+			seen["target"] = str("LATENCY_SOURCE") == "default (no etcd baseline)"
+		case "iocost restored after the staging window":
+			seen["restored"] = true
+		case "staging window closed":
+			seen["summary"] = str("IOCOST") == "true"
+		}
+	}
+	for _, k := range []string{"model", "target", "restored", "summary"} {
+		if !seen[k] {
+			t.Errorf("journal lacks the %s line (or its field); journal:\n%s", k, g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager -o verbose | grep -E 'MESSAGE=iocost|MODEL_SOURCE|LATENCY_SOURCE|IOCOST=' | tail -20"))
+		}
+	}
+}
+
+// TestIOCostRestoredAfterKill kills stage-once with SIGKILL in the iocost
+// window: iocost stays on and etcd's weight high until the next start
+// (the daemon, updates off so it only recovers) puts them back from the
+// records.
+func TestIOCostRestoredAfterKill(t *testing.T) {
+	g := setup(t)
+	iocostOn(t, g)
+	pullDelay(t, g)
+	assertCostOff(t, g, "before staging")
+	b := snapshot(t, g)
+	etcdWeight := show(t, g, etcdStandin, "IOWeight")["IOWeight"]
+	nextUpdate(t, g)
+
+	startStageOnce(t, g)
+	waitStagingUnit(t, g)
+	assertCostWindow(t, g)
+	g.MustRun(t, "systemctl kill -s KILL "+onceUnit)
+	if !poll(time.Minute, func() bool { return show(t, g, onceUnit, "SubState")["SubState"] == "failed" }) {
+		t.Fatal("stage-once survived SIGKILL")
+	}
+	// What the kill leaves: iocost on, the weights, the records.
+	if qos, _ := costLines(t, g); !strings.HasPrefix(qos, "enable=1 ctrl=user") {
+		t.Fatalf("io.cost.qos after the kill %q: the test did not kill mid-window", qos)
+	}
+	if w := show(t, g, etcdStandin, "IOWeight")["IOWeight"]; w != "10000" {
+		t.Fatalf("%s IOWeight=%q after the kill, want the window's 10000", etcdStandin, w)
+	}
+	if _, _, code, _ := g.Run(context.Background(), "test -e /var/lib/update-agent/iocost.json && test -e /var/lib/update-agent/staging-undo.json"); code != 0 {
+		t.Fatal("no iocost record or undo journal after the kill")
+	}
+
+	// The next start: the daemon recovers before anything else.
+	g.MustRun(t, `printf '[updates]\nenabled = false\n[lock]\nenabled = false\n' >`+daemonConf)
+	t.Cleanup(func() {
+		g.MustRun(t, "systemctl stop update-agent.service; systemctl reset-failed update-agent.service 2>/dev/null; rm -f "+daemonConf+" /var/lib/update-agent/engine.json; true")
+	})
+	g.MustRun(t, "systemctl start update-agent.service")
+	if !poll(3*time.Minute, func() bool {
+		_, _, code, _ := g.Run(context.Background(), "test -e /var/lib/update-agent/iocost.json")
+		return code != 0
+	}) {
+		t.Fatalf("iocost record still there after the daemon started; journal:\n%s", g.MustRun(t, "journalctl -u update-agent --no-pager -o cat | tail -40"))
+	}
+	assertCostRestored(t, g, b.weights["IOWeight"], etcdWeight)
+	if s := scheduler(t, g); s != b.sched {
+		t.Errorf("data disk scheduler after recovery %q, want %q back", s, b.sched)
+	}
+	if a := strings.TrimSpace(g.MustRun(t, "systemctl is-active "+stagingUnit+" || true")); a == "active" {
+		t.Errorf("staging unit still running after recovery")
+	}
+	j := g.MustRun(t, "journalctl -u update-agent --no-pager -o cat")
+	for _, want := range []string{"undoing what an interrupted staging left behind", "iocost restored after the staging window"} {
+		if !strings.Contains(j, want) {
+			t.Errorf("the daemon's journal lacks %q:\n%s", want, j)
+		}
+	}
+}
+
+// TestBfqUdevRuleOptIn: the RPM's bfq rule does nothing until an operator
+// links it into udev's rules; linked, a disk event selects bfq.
+func TestBfqUdevRuleOptIn(t *testing.T) {
+	g := setup(t)
+	const rule = "/usr/share/update-agent/udev/60-update-agent-bfq.rules"
+	const link = "/etc/udev/rules.d/60-update-agent-bfq.rules"
+	was := scheduler(t, g)
+	if strings.Contains(was, "[bfq]") {
+		t.Fatalf("data disk already on bfq: %q", was)
+	}
+	cur := was[strings.Index(was, "[")+1 : strings.Index(was, "]")]
+	t.Cleanup(func() {
+		g.MustRun(t, "rm -f "+link+"; udevadm control --reload; echo "+cur+" >/sys/block/"+dataDisk()+"/queue/scheduler")
+	})
+	trigger := "udevadm trigger --settle --action=change /sys/block/" + dataDisk()
+	g.MustRun(t, "test -f "+rule+" && "+trigger)
+	if s := scheduler(t, g); strings.Contains(s, "[bfq]") {
+		t.Fatalf("bfq selected with the rule only shipped, not linked: %q", s)
+	}
+	g.MustRun(t, "ln -s "+rule+" "+link+" && udevadm control --reload && "+trigger)
+	if s := scheduler(t, g); !strings.Contains(s, "[bfq]") {
+		t.Errorf("scheduler %q with the rule linked, want [bfq]", s)
+	}
+}
