@@ -191,13 +191,13 @@ var Knobs = []struct{ ID, Config string }{
 	{"k-memoryhigh-8M", "[staging]\nmemory_high = \"8M\"\n"},
 }
 
-// IOCostOff is the rate loop iocost replaces where the kernel has it (the
-// guest's: Debian 12's CONFIG_BLK_CGROUP_IOCOST=y), beside d-agent on
-// every disk of the plan.
-var IOCostOff = Scenario{ID: "i-iocost-off", Stager: Agent, AgentConfig: "[staging]\niocost = false\n"}
+// IOCostAuto is iocost (opt-in) with the kernel's auto model and the
+// derived QoS (the guest's kernel has it: Debian 12's
+// CONFIG_BLK_CGROUP_IOCOST=y), beside d-agent, the rate loop, on every
+// disk of the plan.
+var IOCostAuto = Scenario{ID: "i-iocost-auto", Stager: Agent, AgentConfig: "[staging]\niocost = true\n"}
 
-// IOCostScenarios are iocost's variants on disk d (d-agent is iocost with
-// the kernel's auto model and the derived QoS): the operator's model with
+// IOCostScenarios are iocost's other variants on disk d: the operator's model with
 // d's own limits (the harness), the looser QoS the harness found
 // worse on ext4, and iocost without the guard (does the guard earn its
 // keep beside it?). The model names both layouts' measured disks.
@@ -207,9 +207,9 @@ func IOCostScenarios(d Disk) []Scenario {
 			dev, d.BPS, d.IOPS, d.IOPS, d.BPS, d.IOPS, d.IOPS))
 	}
 	return []Scenario{
-		{ID: "i-iocost-model", Stager: Agent, AgentConfig: "[staging]\niocost_models = [" + model("vda") + ", " + model("vdb") + "]\n"},
-		{ID: "i-iocost-loose", Stager: Agent, AgentConfig: "[staging]\niocost_latency_target = \"50ms\"\niocost_vrate_min = 25.0\n"},
-		{ID: "i-iocost-noguard", Stager: Agent, AgentConfig: "[guard]\nenabled = false\n"},
+		{ID: "i-iocost-model", Stager: Agent, AgentConfig: "[staging]\niocost = true\niocost_models = [" + model("vda") + ", " + model("vdb") + "]\n"},
+		{ID: "i-iocost-loose", Stager: Agent, AgentConfig: "[staging]\niocost = true\niocost_latency_target = \"50ms\"\niocost_vrate_min = 25.0\n"},
+		{ID: "i-iocost-noguard", Stager: Agent, AgentConfig: "[staging]\niocost = true\n[guard]\nenabled = false\n"},
 	}
 }
 
@@ -293,10 +293,10 @@ func MakePlan(quick bool) Plan {
 		c := Core()
 		p.Scenarios[d.Name] = []Scenario{c[0], c[1], c[3]}
 	}
-	// On every disk: iocost (d-agent) beside the rate loop it replaces,
-	// and the CPU-only probe, the in-guest limit line of each table.
+	// On every disk: iocost (opt-in) beside the rate loop (d-agent), and
+	// the CPU-only probe, the in-guest limit line of each table.
 	for _, d := range p.Disks {
-		p.Scenarios[d.Name] = append(p.Scenarios[d.Name], IOCostOff, Probes[0])
+		p.Scenarios[d.Name] = append(p.Scenarios[d.Name], IOCostAuto, Probes[0])
 	}
 	return p
 }

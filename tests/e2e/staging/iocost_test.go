@@ -129,7 +129,7 @@ func TestIOCostWindow(t *testing.T) {
 			continue
 		}
 		str := func(k string) string { v, _ := e[k].(string); return v }
-		switch str("MESSAGE") {
+		switch str("SUMMARY") {
 		case "iocost on for the staging window":
 			seen["model"] = strings.HasPrefix(str("MODEL_SOURCE"), "the model in force")
 		case "iocost QoS for the staging window":
