@@ -223,17 +223,18 @@ type Guard struct {
 	// before the first evidence of the first step came in
 	// (full-ostree-xfs-600MiB-4).
 	RateProbeInterval Duration `toml:"rate_probe_interval"`
-	// RateStart is the loop's first rate. Its floor is relative to the
-	// disk: RateMinShare of the highest write rate the staging disks
-	// achieved in the window (0: RateStart is the floor), never below
-	// RateMin (0: none). A constant 4 MB/s floor never paced a disk that
-	// cannot take 4 MB/s of the stager's small writes.
+	// RateStart is the loop's first rate. Its floor can be relative to
+	// the disk: RateMinShare of the highest write rate the staging disks
+	// achieved in the window (0, the default: RateStart is the floor),
+	// never below RateMin (0: none). A constant floor never paces a disk
+	// that cannot take it; the relative one is opt-in until make bench
+	// measures it (the measured defaults stay).
 	RateStart    Bandwidth `toml:"rate_start"`
 	RateMin      Bandwidth `toml:"rate_min"`
 	RateMinShare float64   `toml:"rate_min_share"`
 	// RateIOSizeKiB paces IOPS with the rate: the write IOPS cap (io.max
-	// wiops) is the rate over this many KiB (0: no IOPS cap). ostree
-	// writes thousands of small files.
+	// wiops) is the rate over this many KiB (0, the default: no IOPS
+	// cap; unmeasured). ostree writes thousands of small files.
 	RateIOSizeKiB int `toml:"rate_io_size_kib"`
 	// BaselineMaxAge: the rolling baseline (one scrape a minute while no
 	// staging runs) is used when younger than this; otherwise the guard
@@ -442,8 +443,8 @@ func Default() *Config {
 			LatencyTarget:         1.3,
 			RateProbeInterval:     Duration(5 * time.Second),
 			RateStart:             4_000_000,
-			RateMinShare:          0.25,
-			RateIOSizeKiB:         16,
+			RateMinShare:          0,
+			RateIOSizeKiB:         0,
 			BaselineMaxAge:        Duration(15 * time.Minute),
 			LearnPeriod:           Duration(10 * time.Second),
 		},

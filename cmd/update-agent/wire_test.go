@@ -74,8 +74,11 @@ func TestWireMapsConfig(t *testing.T) {
 	if !o.WriteRateAuto || o.RateLoopFreezeFactor != 0 {
 		t.Errorf("auto %v, rate-loop freeze factor %v with a configured threshold, want auto and 0", o.WriteRateAuto, o.RateLoopFreezeFactor)
 	}
-	if rc := o.WriteRate; rc.Start != 4_000_000 || rc.Min != 0 || rc.MinShare != 0.25 || rc.IOSize != 16<<10 {
-		t.Errorf("write rate config %+v, want start 4M, no absolute floor, a quarter of the disk's, 16 KiB IOs", rc)
+	if rc := o.WriteRate; rc.Start != 4_000_000 || rc.Min != 0 || rc.MinShare >= 0 || rc.IOSize >= 0 {
+		t.Errorf("write rate config %+v, want start 4M as the floor (the measured default), no share, no IOPS cap", rc)
+	}
+	if rc := rateConfig(config.Guard{LatencyTarget: 1.3, RateStart: 4_000_000, RateMinShare: 0.25, RateIOSizeKiB: 16}); rc.MinShare != 0.25 || rc.IOSize != 16<<10 {
+		t.Errorf("configured share and IO size %+v, want a quarter of the disk's and 16 KiB IOs", rc)
 	}
 	if rc := rateConfig(config.Guard{LatencyTarget: 1.3, RateStart: 4_000_000}); rc.MinShare >= 0 || rc.IOSize >= 0 {
 		t.Errorf("zero share and IO size %+v, want the loop's off (negative)", rc)
