@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/update-agent/update-agent/agent/bootc"
-	"github.com/update-agent/update-agent/agent/engine"
 	"github.com/update-agent/update-agent/agent/stage"
 	"github.com/update-agent/update-agent/agent/state"
 )
@@ -24,34 +21,12 @@ type BootcStager struct {
 	// Done, when set, is told how each staging went (metrics).
 	Done func(stage.Report, error)
 
-	mu   sync.Mutex
-	s    *stage.Stager
-	last *engine.StagingReport
-}
-
-// LastStaging is how the last staging went (engine.StagingReporter).
-func (a *BootcStager) LastStaging() *engine.StagingReport {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.last
-}
-
-func (a *BootcStager) get(ctx context.Context) (*stage.Stager, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.s == nil {
-		s, err := a.Make(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("setting up staging: %w", err)
-		}
-		a.s = s
-	}
-	return a.s, nil
+	lazyStage
 }
 
 // Stage stages the newest image download-only and checks it is t.
 func (a *BootcStager) Stage(ctx context.Context, t state.Target) error {
-	s, err := a.get(ctx)
+	s, err := a.stager(ctx, a.Make)
 	if err != nil {
 		return err
 	}
@@ -59,15 +34,7 @@ func (a *BootcStager) Stage(ctx context.Context, t state.Target) error {
 	if a.Done != nil {
 		a.Done(rep, err)
 	}
-	r := &engine.StagingReport{At: time.Now(), Seconds: rep.Duration.Seconds(), OK: err == nil, Disks: rep.Disks,
-		Guarded: rep.Guarded, Freezes: rep.Guard.Freezes, ForcedThaws: rep.Guard.ForcedThaws, Frozen: rep.Guard.Frozen.Seconds(),
-		Baseline: rep.Baseline, Setup: rep.Setup.Seconds(), WriteRate: rep.Guard.Rate, RateCuts: rep.Guard.RateCuts}
-	if err != nil {
-		r.Error = err.Error()
-	}
-	a.mu.Lock()
-	a.last = r
-	a.mu.Unlock()
+	a.record(rep, err)
 	if err != nil {
 		return err
 	}
@@ -76,7 +43,7 @@ func (a *BootcStager) Stage(ctx context.Context, t state.Target) error {
 
 // Recover restores what an interrupted staging left behind.
 func (a *BootcStager) Recover(ctx context.Context) error {
-	s, err := a.get(ctx)
+	s, err := a.stager(ctx, a.Make)
 	if err != nil {
 		return err
 	}

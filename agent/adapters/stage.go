@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/update-agent/update-agent/agent/engine"
 	"github.com/update-agent/update-agent/agent/rpmostree"
@@ -37,30 +35,7 @@ type Stager struct {
 	// else's, and records each staging transaction.
 	Txn *txn.Settler
 
-	mu   sync.Mutex
-	s    *stage.Stager
-	last *engine.StagingReport
-}
-
-// LastStaging is how the last staging went (engine.StagingReporter), nil
-// before the first.
-func (a *Stager) LastStaging() *engine.StagingReport {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.last
-}
-
-func (a *Stager) get(ctx context.Context) (*stage.Stager, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.s == nil {
-		s, err := a.Make(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("setting up staging: %w", err)
-		}
-		a.s = s
-	}
-	return a.s, nil
+	lazyStage
 }
 
 // Request is what to stage for t: a rebase to the configured image, an
@@ -87,7 +62,7 @@ func ExactRequest(t state.Target) rpmostree.StageRequest {
 // Stage stages t and checks that a new staged deployment came of it: when
 // rpm-ostree finds nothing new it does not lock anything.
 func (a *Stager) Stage(ctx context.Context, t state.Target) error {
-	s, err := a.get(ctx)
+	s, err := a.stager(ctx, a.Make)
 	if err != nil {
 		return err
 	}
@@ -118,7 +93,7 @@ var errNothingStaged = errors.New("rpm-ostree made no new staged deployment (not
 
 // Run stages req as it is, without checking what came of it (stage-once).
 func (a *Stager) Run(ctx context.Context, req rpmostree.StageRequest) (stage.Report, error) {
-	s, err := a.get(ctx)
+	s, err := a.stager(ctx, a.Make)
 	if err != nil {
 		return stage.Report{}, err
 	}
@@ -136,15 +111,7 @@ func (a *Stager) run(ctx context.Context, s *stage.Stager, req rpmostree.StageRe
 	if a.Done != nil {
 		a.Done(rep, err)
 	}
-	r := &engine.StagingReport{At: time.Now(), Seconds: rep.Duration.Seconds(), OK: err == nil, Disks: rep.Disks,
-		Guarded: rep.Guarded, Freezes: rep.Guard.Freezes, ForcedThaws: rep.Guard.ForcedThaws, Frozen: rep.Guard.Frozen.Seconds(),
-		Baseline: rep.Baseline, Setup: rep.Setup.Seconds(), WriteRate: rep.Guard.Rate, RateCuts: rep.Guard.RateCuts}
-	if err != nil {
-		r.Error = err.Error()
-	}
-	a.mu.Lock()
-	a.last = r
-	a.mu.Unlock()
+	a.record(rep, err)
 	return rep, err
 }
 
@@ -177,7 +144,7 @@ func settle(ctx context.Context, t *txn.Settler, argv []string) (end func(), err
 // Recover undoes what an interrupted staging left behind: the policy, then
 // a transaction of it still running in rpm-ostreed.
 func (a *Stager) Recover(ctx context.Context) error {
-	s, err := a.get(ctx)
+	s, err := a.stager(ctx, a.Make)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package bootc
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/update-agent/update-agent/agent/oplog"
 )
@@ -27,14 +26,11 @@ var (
 )
 
 // refusals maps stderr fragments, as upstream words them, to sentinels.
-var refusals = []struct {
-	fragment string
-	err      error
-}{
-	{"No staged deployment found", ErrNoStagedDeployment},
-	{"Initiating reboot", ErrRebootFailed},
-	{"local rpm-ostree modifications", ErrIncompatible},
-	{"No image source specified", ErrNoImage},
+var refusals = []oplog.Refusal{
+	{Fragment: "No staged deployment found", Err: ErrNoStagedDeployment},
+	{Fragment: "Initiating reboot", Err: ErrRebootFailed},
+	{Fragment: "local rpm-ostree modifications", Err: ErrIncompatible},
+	{Fragment: "No image source specified", Err: ErrNoImage},
 }
 
 // exitUsage is clap's exit code for a command line it rejects.
@@ -42,24 +38,12 @@ const exitUsage = 2
 
 // classify adds the sentinel matching a failed command's stderr, if any.
 func classify(err error) error {
+	if s := oplog.Refused(err, refusals); s != nil {
+		return oplog.Marked(s, err)
+	}
 	var oe *oplog.Error
-	if !errors.As(err, &oe) {
-		return err
-	}
-	for _, r := range refusals {
-		if strings.Contains(oe.Stderr, r.fragment) {
-			return marked{r.err, err}
-		}
-	}
-	if oe.ExitCode == exitUsage {
-		return marked{ErrUsage, err}
+	if errors.As(err, &oe) && oe.ExitCode == exitUsage {
+		return oplog.Marked(ErrUsage, err)
 	}
 	return err
 }
-
-// marked matches sentinel for errors.Is while its message stays err's (the
-// stderr in it says the refusal in bootc's words).
-type marked struct{ sentinel, err error }
-
-func (m marked) Error() string   { return m.err.Error() }
-func (m marked) Unwrap() []error { return []error{m.sentinel, m.err} }

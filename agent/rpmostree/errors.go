@@ -2,7 +2,6 @@ package rpmostree
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/update-agent/update-agent/agent/oplog"
 )
@@ -32,39 +31,25 @@ var (
 )
 
 // refusals maps stderr fragments, as upstream words them, to sentinels.
-var refusals = []struct {
-	fragment string
-	err      error
-}{
-	{"No pending staged deployment found", ErrNoStagedDeployment},
-	{"Expected staged base checksum", ErrChecksumMismatch},
-	{"Reboot blocked by a systemd inhibitor lock", ErrInhibited},
-	{"Staged deployment already unlocked", ErrAlreadyUnlocked},
-	{"Updates and deployments are driven by", ErrDriverRegistered},
-	{"Transaction in progress", ErrBusy},
-	{"Operation was cancelled", ErrCancelled},
-	{"Reboot initiated, cannot start new transaction", ErrRebooting},
+var refusals = []oplog.Refusal{
+	{Fragment: "No pending staged deployment found", Err: ErrNoStagedDeployment},
+	{Fragment: "Expected staged base checksum", Err: ErrChecksumMismatch},
+	{Fragment: "Reboot blocked by a systemd inhibitor lock", Err: ErrInhibited},
+	{Fragment: "Staged deployment already unlocked", Err: ErrAlreadyUnlocked},
+	{Fragment: "Updates and deployments are driven by", Err: ErrDriverRegistered},
+	{Fragment: "Transaction in progress", Err: ErrBusy},
+	{Fragment: "Operation was cancelled", Err: ErrCancelled},
+	{Fragment: "Reboot initiated, cannot start new transaction", Err: ErrRebooting},
 }
 
 // classify adds the sentinel matching a failed command's stderr, if any.
 func classify(err error) error {
-	var oe *oplog.Error
-	if !errors.As(err, &oe) {
-		return err
-	}
-	for _, r := range refusals {
-		if strings.Contains(oe.Stderr, r.fragment) {
-			return Marked(r.err, err)
-		}
+	if s := oplog.Refused(err, refusals); s != nil {
+		return Marked(s, err)
 	}
 	return err
 }
 
 // Marked returns err, which already says in words what sentinel means (the
 // stderr in it), matching sentinel for errors.Is without repeating it.
-func Marked(sentinel, err error) error { return marked{sentinel, err} }
-
-type marked struct{ sentinel, err error }
-
-func (m marked) Error() string   { return m.err.Error() }
-func (m marked) Unwrap() []error { return []error{m.sentinel, m.err} }
+func Marked(sentinel, err error) error { return oplog.Marked(sentinel, err) }
