@@ -257,7 +257,8 @@ func TestFullCycle(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, e := range entries {
-		msg, _ := e["MESSAGE"].(string)
+		// SUMMARY is the bare message; MESSAGE carries the fields too.
+		msg, _ := e["SUMMARY"].(string)
 		for _, want := range []string{"staging started", "holding reboot slot", "released reboot slot", "state changed"} {
 			if strings.Contains(msg, want) {
 				seen[want] = true
