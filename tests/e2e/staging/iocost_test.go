@@ -178,7 +178,11 @@ func TestIOCostRestoredAfterKill(t *testing.T) {
 		t.Fatal("no iocost record or undo journal after the kill")
 	}
 
-	// The next start: the daemon recovers before anything else.
+	// The next start: the daemon recovers before anything else. It refuses
+	// lock.enabled = false on a host that says it runs an etcd member
+	// (etcd.local_unit), so this recovery-only daemon runs without it: the
+	// etcd unit's weight comes back from the undo journal, not the config.
+	g.MustRun(t, `printf '[staging]\niocost = true\n' >`+iocostConf)
 	g.MustRun(t, `printf '[updates]\nenabled = false\n[lock]\nenabled = false\n' >`+daemonConf)
 	t.Cleanup(func() {
 		g.MustRun(t, "systemctl stop update-agent.service; systemctl reset-failed update-agent.service 2>/dev/null; rm -f "+daemonConf+" /var/lib/update-agent/engine.json; true")
