@@ -7,7 +7,7 @@ package config
 import "time"
 
 // Config is the merged configuration. Its toml tags are the key names; the
-// README's reference and packaging/config.d/00-defaults.toml are checked
+// reference in docs/configuration.md and packaging/config.d/00-defaults.toml are checked
 // against them by tests.
 type Config struct {
 	Agent   Agent   `toml:"agent"`
@@ -383,7 +383,7 @@ type Metrics struct {
 }
 
 // Default returns the built-in defaults: the single place they are written
-// down (00-defaults.toml and the README are tested against it).
+// down (00-defaults.toml and docs/configuration.md are tested against it).
 func Default() *Config {
 	return &Config{
 		Agent: Agent{
