@@ -7,8 +7,8 @@ package config
 import "time"
 
 // Config is the merged configuration. Its toml tags are the key names; the
-// reference in docs/configuration.md and packaging/config.d/00-defaults.toml are checked
-// against them by tests.
+// reference in docs/configuration.md and packaging/config.d/00-defaults.toml
+// are checked against them by tests.
 type Config struct {
 	Agent   Agent   `toml:"agent"`
 	Updates Updates `toml:"updates"`

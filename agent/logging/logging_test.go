@@ -78,15 +78,16 @@ func TestMessageIDsAreValid(t *testing.T) {
 	}
 }
 
-// README's table lists every MESSAGE_ID with its event.
-func TestReadmeListsMessageIDs(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// docs/operations.md's "Reading the journal" lists every MESSAGE_ID with its
+// event.
+func TestOperationsDocListsMessageIDs(t *testing.T) {
+	b, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{IDStaged, IDSlotTaken, IDRebooting, IDUpdated, IDSetAside, IDHeld} {
 		if !strings.Contains(string(b), "`"+id+"`") {
-			t.Errorf("README lacks MESSAGE_ID %s", id)
+			t.Errorf("docs/operations.md lacks MESSAGE_ID %s", id)
 		}
 	}
 }

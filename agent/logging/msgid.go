@@ -11,8 +11,8 @@ const messageIDKey = "message_id"
 func MessageID(id string) slog.Attr { return slog.String(messageIDKey, id) }
 
 // The key events' MESSAGE_IDs (128-bit, as journalctl --new-id128 makes
-// them); README's "Reading the journal" lists them. Never reuse or change
-// one: operators' queries and alerts name them.
+// them); docs/operations.md, "Reading the journal", lists them. Never reuse
+// or change one: operators' queries and alerts name them.
 const (
 	// IDStaged: an update was staged (finalization locked).
 	IDStaged = "3e6f2a1c9b7d4e0f8a5c2b1d7e9f0a41"
