@@ -43,9 +43,10 @@ scheduler = "bfq"
 iocost = false
 [guard]
 metrics_url = "http://127.0.0.1:2381/metrics"
-# Pre-reboot hooks (README, "Pre-reboot hooks and the agent's sandbox"): the
-# first runs in the agent's sandbox and reports what it may do; the second
-# gets out of it through systemd, as the README tells a podman drain to.
+# Pre-reboot hooks (docs/operations.md, "Pre-reboot hooks and the agent's
+# sandbox"): the first runs in the agent's sandbox and reports what it may
+# do; the second gets out of it through systemd, as that section tells a
+# podman drain to.
 [[reboot.hooks]]
 argv = ["/bin/sh", "-c", "if unshare -n true 2>/dev/null; then echo hook-in-sandbox: namespaces allowed; else echo hook-in-sandbox: namespaces refused; fi; if touch /etc/ua-e2e-hook-in 2>/dev/null; then echo hook-in-sandbox: etc writable; else echo hook-in-sandbox: etc read-only; fi"]
 timeout = "1m"

@@ -137,6 +137,13 @@ func installed(t *testing.T, root string) map[string]string {
 		docdir + "/README.md":                      "README.md",
 		"/usr/share/licenses/update-agent/LICENSE": "packaging/LICENSE",
 	}
+	docs := trackedUnder(t, root, "docs")
+	if len(docs) == 0 {
+		t.Fatal("no files under docs")
+	}
+	for _, f := range docs {
+		m[docdir+"/"+f] = f
+	}
 	examples := trackedUnder(t, root, "packaging/examples")
 	if len(examples) == 0 {
 		t.Fatal("no files under packaging/examples")
