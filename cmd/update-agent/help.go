@@ -9,9 +9,10 @@ import (
 
 // examples are each subcommand's examples, printed by -h after its options.
 var examples = map[string][]string{
-	"daemon":          {"systemctl enable --now update-agent    # how the daemon is meant to run", "update-agent daemon --debug            # in the foreground, with debug messages"},
-	"check-config":    {"update-agent check-config               # the merged configuration, each value's file"},
-	"doctor":          {"update-agent doctor                     # exit 0: ready; 1: a check failed"},
+	"daemon":       {"systemctl enable --now update-agent    # how the daemon is meant to run", "update-agent daemon --debug            # in the foreground, with debug messages"},
+	"check-config": {"update-agent check-config               # the merged configuration, each value's file"},
+	"doctor": {"update-agent doctor                     # exit 0: ready; 1: a check failed; 3: nothing wrong, reboots held now (WAIT)",
+		"                                        # each line explained: /usr/share/doc/update-agent/docs/operations.md"},
 	"status":          {"update-agent status", "update-agent status --json | jq .state"},
 	"update-now":      {"update-agent update-now                 # check and stage now (windows and the lock still apply)"},
 	"stage-once":      {"update-agent stage-once                 # stage what rpm-ostree upgrade would, gently; no reboot", "update-agent stage-once --deploy 3f2a...   # stage this commit"},

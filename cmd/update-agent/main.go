@@ -61,7 +61,7 @@ func commands() []command {
 	return []command{
 		{"daemon", "run the agent (what update-agent.service runs)", runDaemon},
 		{"check-config", "print the merged configuration and where each value came from", runCheckConfig},
-		{"doctor", "check etcd, the local member, rpm-ostree, disks and the lock, one line each; exit 1 on a failure", runDoctor},
+		{"doctor", "check etcd, the local member, rpm-ostree, disks and the lock, one line each; exit 1 on a failure, 3 when reboots are held now", runDoctor},
 		{"status", "show what the daemon does and waits for (--json)", runStatus},
 		{"update-now", "ask the daemon to check for an update and stage it now", runUpdateNow},
 		{"stage-once", "stage one update now under the staging policy and latency guard; no reboot", runStageOnce},
