@@ -206,8 +206,15 @@ func IOCostScenarios(d Disk) []Scenario {
 		return fmt.Sprintf("%q", fmt.Sprintf("%s rbps=%d rseqiops=%d rrandiops=%d wbps=%d wseqiops=%d wrandiops=%d",
 			dev, d.BPS, d.IOPS, d.IOPS, d.BPS, d.IOPS, d.IOPS))
 	}
+	models := "[staging]\niocost = true\niocost_models = [" + model("vda") + ", " + model("vdb") + "]\n"
 	return []Scenario{
-		{ID: "i-iocost-model", Stager: Agent, AgentConfig: "[staging]\niocost = true\niocost_models = [" + model("vda") + ", " + model("vdb") + "]\n"},
+		{ID: "i-iocost-model", Stager: Agent, AgentConfig: models},
+		// The issue harness's 20 ms target instead of the one derived from
+		// etcd's baseline (10.5 ms on the small ext4 disk: etcd at alone's
+		// p99, staging 5.4x naive, iocost-ext4-200MiB-1): how much staging
+		// time the looser target buys, and at what cost to etcd.
+		{ID: "i-iocost-model-20ms", Stager: Agent, AgentConfig: models + "iocost_latency_target = \"20ms\"\n"},
+		{ID: "i-iocost-model-noguard", Stager: Agent, AgentConfig: models + "[guard]\nenabled = false\n"},
 		{ID: "i-iocost-loose", Stager: Agent, AgentConfig: "[staging]\niocost = true\niocost_latency_target = \"50ms\"\niocost_vrate_min = 25.0\n"},
 		{ID: "i-iocost-noguard", Stager: Agent, AgentConfig: "[staging]\niocost = true\n[guard]\nenabled = false\n"},
 	}
