@@ -43,6 +43,16 @@ scheduler = "bfq"
 iocost = false
 [guard]
 metrics_url = "http://127.0.0.1:2381/metrics"
+# Pre-reboot hooks (README, "Pre-reboot hooks and the agent's sandbox"): the
+# first runs in the agent's sandbox and reports what it may do; the second
+# gets out of it through systemd, as the README tells a podman drain to.
+[[reboot.hooks]]
+argv = ["/bin/sh", "-c", "if unshare -n true 2>/dev/null; then echo hook-in-sandbox: namespaces allowed; else echo hook-in-sandbox: namespaces refused; fi; if touch /etc/ua-e2e-hook-in 2>/dev/null; then echo hook-in-sandbox: etc writable; else echo hook-in-sandbox: etc read-only; fi"]
+timeout = "1m"
+[[reboot.hooks]]
+argv = ["/usr/bin/systemd-run", "--wait", "--pipe", "--collect", "--quiet", "--property=RuntimeMaxSec=50",
+        "/usr/bin/unshare", "-n", "/bin/sh", "-c", "touch /etc/ua-e2e-hook-outside && echo hook-outside-sandbox: done"]
+timeout = "1m"
 `
 
 // cycleInstall installs the agent from its RPM (rpmpkg: payload and %post)
@@ -280,12 +290,23 @@ func TestFullCycle(t *testing.T) {
 		if msg == "operation done" && e["OP"] == "telling logged-in users" {
 			seen["wall ran"] = true
 		}
+		for _, line := range []string{"hook-in-sandbox: namespaces refused", "hook-in-sandbox: etc read-only", "hook-outside-sandbox: done"} {
+			if msg == line {
+				seen[line] = true
+			}
+		}
 	}
 	for _, want := range []string{"staging started", "holding reboot slot", "released reboot slot", "state changed", "verifying after the reboot", "wait_reason field",
-		"etcd alarm gate evaluated", "reboot notice", "wall ran"} {
+		"etcd alarm gate evaluated", "reboot notice", "wall ran",
+		"hook-in-sandbox: namespaces refused", "hook-in-sandbox: etc read-only", "hook-outside-sandbox: done"} {
 		if !seen[want] {
 			t.Errorf("journal of update-agent lacks %q", want)
 		}
+	}
+	// The hook outside the sandbox wrote /etc; the one inside could not.
+	if out := g.MustRun(t, "ls /etc/ua-e2e-hook-outside /etc/ua-e2e-hook-in 2>&1 || true"); !strings.Contains(out, "/etc/ua-e2e-hook-outside\n") ||
+		!strings.Contains(out, "cannot access '/etc/ua-e2e-hook-in'") {
+		t.Errorf("hooks' files in /etc: %q; want only the one written outside the sandbox", out)
 	}
 }
 
