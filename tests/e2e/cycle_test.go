@@ -43,7 +43,7 @@ scheduler = "bfq"
 iocost = false
 [guard]
 metrics_url = "http://127.0.0.1:2381/metrics"
-# Pre-reboot hooks (README, "Pre-reboot hooks and the agent's sandbox"): the
+# Pre-reboot hooks (docs/operations.md, "Pre-reboot hooks and the agent's sandbox"): the
 # first runs in the agent's sandbox and reports what it may do; the second
 # gets out of it through systemd, as the README tells a podman drain to.
 [[reboot.hooks]]

@@ -134,7 +134,9 @@ func installed(t *testing.T, root string) map[string]string {
 		"/usr/lib/update-agent/config.d/00-defaults.toml":        "packaging/config.d/00-defaults.toml",
 		// Opt-in, so not under udev's rules.d.
 		"/usr/share/update-agent/udev/60-update-agent-bfq.rules": "units/60-update-agent-bfq.rules",
-		docdir + "/README.md":                      "README.md",
+		docdir + "/README.md": "README.md",
+		// docs/design.md links it; the package ships it beside docs/.
+		docdir + "/FLOW.md":                        "agent/engine/FLOW.md",
 		"/usr/share/licenses/update-agent/LICENSE": "packaging/LICENSE",
 	}
 	docs := trackedUnder(t, root, "docs")
