@@ -2,6 +2,7 @@ package adapters
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 
 	"github.com/update-agent/update-agent/agent/guard"
@@ -17,6 +18,9 @@ type BaselineInputs struct {
 	// hierarchy is mounted (/sys/fs/cgroup, under --root in tests).
 	Unit       string
 	CgroupRoot string
+	// FindCgroup, where Unit is "", finds etcd's cgroup (relative to
+	// CgroupRoot) another way: etcd.local_process. nil: none.
+	FindCgroup func() (string, error)
 }
 
 // Read reads one observation.
@@ -27,6 +31,16 @@ func (b *BaselineInputs) Read(ctx context.Context) (guard.Reading, error) {
 			conn.Close()
 			if err == nil && st.ControlGroup != "" {
 				b.In.PressureFile = filepath.Join(b.CgroupRoot, st.ControlGroup, "io.pressure")
+			}
+		}
+	}
+	if b.Unit == "" && b.FindCgroup != nil {
+		// A static pod's cgroup goes with its container: found again once
+		// the kept one is gone.
+		if _, err := os.Stat(b.In.PressureFile); b.In.PressureFile == "" || err != nil {
+			b.In.PressureFile = ""
+			if cg, err := b.FindCgroup(); err == nil {
+				b.In.PressureFile = filepath.Join(b.CgroupRoot, cg, "io.pressure")
 			}
 		}
 	}

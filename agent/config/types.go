@@ -280,6 +280,10 @@ type Etcd struct {
 	// LocalUnit is the systemd unit running the local member, for its I/O
 	// latency target and cgroup pressure; "" if none.
 	LocalUnit string `toml:"local_unit"`
+	// LocalProcess names the local member's process where no unit runs it
+	// (the kubelet's static pod): its cgroup, for pressure, is found in
+	// /proc each time; "" if none. Exclusive with LocalUnit.
+	LocalProcess string `toml:"local_process"`
 	// AllowQuorumLoss lets a member of a 1- or 2-member cluster reboot,
 	// although etcd then has no quorum until it is back; without it such
 	// a member is refused (leader.require_quorum).

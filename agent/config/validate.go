@@ -32,10 +32,12 @@ const (
 )
 
 var (
-	nameRe   = regexp.MustCompile(`^[a-zA-Z0-9.-]+$`)
-	unitRe   = regexp.MustCompile(`^[a-zA-Z0-9:_.\\@-]+\.service$`)
-	ioClass  = []string{"idle", "best-effort", "realtime", "none"}
-	ioScheds = []string{"", "bfq", "mq-deadline", "kyber", "none"}
+	nameRe = regexp.MustCompile(`^[a-zA-Z0-9.-]+$`)
+	unitRe = regexp.MustCompile(`^[a-zA-Z0-9:_.\\@-]+\.service$`)
+	// The kernel keeps 15 bytes of a process's name (TASK_COMM_LEN).
+	processRe = regexp.MustCompile(`^[^/\s]{1,15}$`)
+	ioClass   = []string{"idle", "best-effort", "realtime", "none"}
+	ioScheds  = []string{"", "bfq", "mq-deadline", "kyber", "none"}
 	// Transports rpm-ostree rebase accepts for a container image.
 	imageTransports = []string{"ostree-unverified-registry:", "ostree-unverified-image:",
 		"ostree-remote-registry:", "ostree-remote-image:", "ostree-image-signed:"}

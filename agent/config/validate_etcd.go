@@ -60,6 +60,13 @@ func (k *checker) etcd(e *Etcd) {
 	if e.LocalUnit != "" && !unitRe.MatchString(e.LocalUnit) {
 		k.fail("etcd.local_unit", "must be \"\" or a service unit name like \"etcd.service\", got %q", e.LocalUnit)
 	}
+	switch {
+	case e.LocalProcess == "":
+	case e.LocalUnit != "":
+		k.failRel("etcd.local_process", []string{"etcd.local_unit"}, "set with etcd.local_unit: name the member's unit or, where no unit runs it, its process, not both")
+	case !processRe.MatchString(e.LocalProcess):
+		k.fail("etcd.local_process", "must be \"\" or a process name as /proc/PID/comm shows it (1-15 characters, no \"/\"), like \"etcd\", got %q", e.LocalProcess)
+	}
 	if e.AllowQuorumLoss && !k.c.Leader.RequireQuorum {
 		k.failRel("etcd.allow_quorum_loss", []string{"leader.require_quorum"},
 			"has no effect while leader.require_quorum is false (nothing is checked); set one of them")
@@ -79,7 +86,7 @@ func (c *Config) CheckDaemon() error {
 // this host runs an etcd member: without the lock there is no slot, no
 // quorum check and no leader move, and the member would reboot as soon as
 // its update is staged, with other members down or not. (With etcd.member
-// = "auto" and no etcd.local_unit the configuration cannot tell; doctor
+// = "auto" and no etcd.local_unit or local_process the configuration cannot tell; doctor
 // says that the node reboots without a slot.)
 func (k *checker) memberNeedsLock(e *Etcd) {
 	if k.c.Lock.Enabled {
@@ -89,6 +96,8 @@ func (k *checker) memberNeedsLock(e *Etcd) {
 	switch {
 	case e.LocalUnit != "":
 		k.failRel("lock.enabled", []string{"etcd.local_unit"}, why, "etcd.local_unit", e.LocalUnit)
+	case e.LocalProcess != "":
+		k.failRel("lock.enabled", []string{"etcd.local_process"}, why, "etcd.local_process", e.LocalProcess)
 	case e.Member != "auto" && strings.TrimSpace(e.Member) != "":
 		k.failRel("lock.enabled", []string{"etcd.member"}, why, "etcd.member", e.Member)
 	}

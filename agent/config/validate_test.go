@@ -105,6 +105,9 @@ func TestValidationRules(t *testing.T) {
 		{"[etcd]\ndial_timeout = \"0s\"", "etcd.dial_timeout", `must be > 0, got "0s"`},
 		{"[etcd]\nmember = \"\"", "etcd.member", `must be "auto" or the local member's name`},
 		{"[etcd]\nlocal_unit = \"etcd\"", "etcd.local_unit", `must be "" or a service unit name like "etcd.service", got "etcd"`},
+		{"[etcd]\nlocal_unit = \"etcd.service\"\nlocal_process = \"etcd\"", "etcd.local_process", `set with etcd.local_unit`},
+		{"[etcd]\nlocal_process = \"/usr/bin/etcd\"", "etcd.local_process", `must be "" or a process name as /proc/PID/comm shows it (1-15 characters, no "/"), like "etcd", got "/usr/bin/etcd"`},
+		{"[etcd]\nlocal_process = \"etcd-member-long-name\"", "etcd.local_process", `must be "" or a process name as /proc/PID/comm shows it (1-15 characters, no "/"), like "etcd", got "etcd-member-long-name"`},
 		{"[reboot]\nstrategy = \"later\"", "reboot.strategy", `must be one of "immediate", "periodic", got "later"`},
 		{"[reboot]\ntime_zone = \"Mars/Olympus\"", "reboot.time_zone", `unknown time zone "Mars/Olympus"`},
 		{"[reboot]\ntime_zone = \"\"", "reboot.time_zone", `unknown time zone ""`},
@@ -259,6 +262,7 @@ func TestDaemonNeedsLockOnMember(t *testing.T) {
 		{"[lock]\nenabled = false\n[etcd]\nmember = \"cp1\"", `lock.enabled: must be true on a host that runs an etcd member (etcd.member = "cp1")`},
 		{"[lock]\nenabled = false\n[etcd]\nendpoints = []", ""},
 		{"[etcd]\nlocal_unit = \"etcd.service\"\nmember = \"cp1\"", ""},
+		{"[lock]\nenabled = false\n[etcd]\nlocal_process = \"etcd\"", `lock.enabled: must be true on a host that runs an etcd member (etcd.local_process = "etcd")`},
 	} {
 		root := writeTree(t, map[string]string{etcDir + "50-x.toml": tt.frag + "\n"})
 		c, _, err := Load(root)

@@ -147,6 +147,20 @@ func (s SystemdCgroups) UnitCgroup(ctx context.Context, unit string) (string, er
 	return p, nil
 }
 
+// ProcessCgroup finds the cgroup of the processes named comm in Root's
+// /proc and checks that it exists under /sys/fs/cgroup.
+func (s SystemdCgroups) ProcessCgroup(comm string) (string, error) {
+	cg, err := etcdmember.ProcessCgroup(Rooted(s.Root, "/proc"), comm)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(Rooted(s.Root, "/sys/fs/cgroup"), cg)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("its cgroup: %w", err)
+	}
+	return p, nil
+}
+
 // SysfsDisks resolves disks with agent/iosched under Root.
 type SysfsDisks struct{ Root string }
 

@@ -114,9 +114,11 @@ type OS interface {
 	Status(ctx context.Context) (*rpmostree.Status, error)
 }
 
-// Cgroups says whether a unit's cgroup exists, and where.
+// Cgroups says whether a unit's (or a named process's) cgroup exists, and
+// where.
 type Cgroups interface {
 	UnitCgroup(ctx context.Context, unit string) (string, error)
+	ProcessCgroup(comm string) (string, error)
 }
 
 // Disks resolves the disks behind paths and reads their schedulers.
@@ -151,6 +153,7 @@ type Inputs struct {
 	GuardEnabled bool
 	MetricsURL   string
 	LocalUnit    string
+	LocalProcess string // etcd.local_process: the member no unit runs
 	StagingPaths []string
 	Scheduler    string // staging.scheduler, "" = leave alone
 	Username     string // etcd.username, "" = the client certificate's name
@@ -303,6 +306,13 @@ func (d Doctor) metrics(ctx context.Context) (string, error) {
 }
 
 func (d Doctor) cgroup(ctx context.Context) (string, error) {
+	if d.In.LocalProcess != "" {
+		p, err := d.Cgroups.ProcessCgroup(d.In.LocalProcess)
+		if err != nil {
+			return "", fmt.Errorf("etcd.local_process %s: %w", d.In.LocalProcess, err)
+		}
+		return fmt.Sprintf("etcd.local_process %s runs in %s", d.In.LocalProcess, p), nil
+	}
 	if d.In.LocalUnit == "" {
 		return `etcd.local_unit = "": no etcd unit on this host to watch`, nil
 	}

@@ -64,6 +64,13 @@ func (f fakeCgroups) UnitCgroup(_ context.Context, unit string) (string, error) 
 	return "/sys/fs/cgroup/system.slice/" + unit, f.err
 }
 
+func (f fakeCgroups) ProcessCgroup(comm string) (string, error) {
+	if f.err != nil {
+		return "", f.err
+	}
+	return "/sys/fs/cgroup/kubepods.slice/crio-" + comm + ".scope", nil
+}
+
 type fakeDisks struct{ sched string }
 
 func (fakeDisks) Disks([]string) ([]string, error) { return []string{"vda"}, nil }
@@ -180,6 +187,12 @@ func TestReport(t *testing.T) {
 			d.Cgroups = fakeCgroups{err: errors.New("systemd has no cgroup for it: is it running?")}
 		},
 			[]string{"FAIL  etcd cgroup    etcd.local_unit etcd.service: systemd has no cgroup for it: is it running?"}},
+		{"member run by the kubelet", func(d *Doctor) { d.In.LocalUnit, d.In.LocalProcess = "", "etcd" },
+			[]string{"ok    etcd cgroup    etcd.local_process etcd runs in /sys/fs/cgroup/kubepods.slice/crio-etcd.scope"}},
+		{"member process not running", func(d *Doctor) {
+			d.In.LocalUnit, d.In.LocalProcess = "", "etcd"
+			d.Cgroups = fakeCgroups{err: errors.New(`no process named "etcd" runs (in a cgroup v2 hierarchy)`)}
+		}, []string{`FAIL  etcd cgroup    etcd.local_process etcd: no process named "etcd" runs (in a cgroup v2 hierarchy)`}},
 		{"backend", func(d *Doctor) {
 			d.Backend = func(context.Context) (string, error) { return "bootc: bootc manages this host", nil }
 		}, []string{"ok    backend        bootc: bootc manages this host"}},

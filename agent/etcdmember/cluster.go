@@ -28,6 +28,10 @@ type Options struct {
 	// LocalUnit is etcd.local_unit: set, this host runs a member, and
 	// finding none is an error.
 	LocalUnit string
+	// LocalProcess is etcd.local_process, the member's process name where
+	// no unit runs it (the kubelet's static pod): the same, its listeners
+	// found by that name.
+	LocalProcess string
 	// Addrs lists the host's own addresses (nil: OwnAddrs); Hostname its
 	// name (nil: os.Hostname). Tests inject them.
 	Addrs    func() ([]HostAddr, error)
@@ -35,7 +39,7 @@ type Options struct {
 	// LookupHost resolves a host name of the members' URLs (nil:
 	// net.DefaultResolver, i.e. /etc/hosts and DNS as the host resolves).
 	LookupHost func(ctx context.Context, name string) ([]netip.Addr, error)
-	// ProcRoot is where LocalUnit's listeners are read ("/proc").
+	// ProcRoot is where the local member's listeners are read ("/proc").
 	ProcRoot string
 	// MaxLag is how many raft entries a member may trail and still count as
 	// healthy (default 1000).
@@ -183,11 +187,16 @@ func (c *Cluster) host(ctx context.Context, members []Member) (Host, error) {
 	if err != nil {
 		return Host{}, fmt.Errorf("finding the local etcd member: host name: %w", err)
 	}
-	h := Host{Addrs: addrs, Hostname: name, LocalUnit: c.o.LocalUnit}
-	if c.o.LocalUnit != "" {
-		// Only more evidence: without it the addresses still decide.
+	h := Host{Addrs: addrs, Hostname: name, LocalUnit: c.o.LocalUnit, LocalProcess: c.o.LocalProcess}
+	// Only more evidence: without it the addresses still decide.
+	switch {
+	case c.o.LocalUnit != "":
 		if h.Listeners, err = UnitListeners(c.o.ProcRoot, c.o.LocalUnit); err != nil {
 			c.log.Debug("not reading the etcd unit's listeners", "systemd_unit", c.o.LocalUnit, "err", err)
+		}
+	case c.o.LocalProcess != "":
+		if h.Listeners, err = ProcessListeners(c.o.ProcRoot, c.o.LocalProcess); err != nil {
+			c.log.Debug("not reading the etcd process's listeners", "process", c.o.LocalProcess, "err", err)
 		}
 	}
 	for _, ep := range c.o.LocalEndpoints {

@@ -21,11 +21,15 @@ type Host struct {
 	Hostname string
 	// LocalUnit is etcd.local_unit: set, it says this host runs a member.
 	LocalUnit string
+	// LocalProcess is etcd.local_process: the same, for a member no unit
+	// runs.
+	LocalProcess string
 	// Served are local client endpoints and the member each said serves it.
 	Served []Served
 	// ServeErrs are local client endpoints that did not answer.
 	ServeErrs []error
-	// Listeners are the TCP addresses LocalUnit's processes listen on.
+	// Listeners are the TCP addresses the local member's processes
+	// (LocalUnit's or LocalProcess's) listen on.
 	Listeners []netip.AddrPort
 	// Resolved are the host names of the members' URLs (URLHostNames) and
 	// what each resolved to.
@@ -123,10 +127,10 @@ func MatchLocal(members []Member, h Host) (Match, error) {
 	switch {
 	case len(h.ServeErrs) > 0:
 		return Match{}, fmt.Errorf("no etcd member matches this host (%s), and its local endpoints did not answer: %w", seen, joinErrs(h.ServeErrs))
-	case h.LocalUnit != "":
-		return Match{}, fmt.Errorf("etcd.local_unit = %s says this host runs an etcd member, but no member's peer or client URLs match this host (%s)", h.LocalUnit, seen)
+	case h.localKey() != "":
+		return Match{}, fmt.Errorf("%s = %s says this host runs an etcd member, but no member's peer or client URLs match this host (%s)", h.localKey(), h.localName(), seen)
 	}
-	return Match{How: fmt.Sprintf("a worker: no etcd member's peer or client URLs match this host (%s), and etcd.local_unit is not set", seen)}, nil
+	return Match{How: fmt.Sprintf("a worker: no etcd member's peer or client URLs match this host (%s), and neither etcd.local_unit nor etcd.local_process is set", seen)}, nil
 }
 
 // found turns a member's evidence into the match; a member with no name
@@ -225,7 +229,26 @@ func urlMatches(raw string, h Host) (why string, r rank, ok bool) {
 	return resolvedMatches(raw, host, h)
 }
 
-// listenerMatches says whether LocalUnit listens on raw's address and
+// localKey is the configuration key saying this host runs a member, and
+// localName its value ("" both where none says so).
+func (h Host) localKey() string {
+	switch {
+	case h.LocalUnit != "":
+		return "etcd.local_unit"
+	case h.LocalProcess != "":
+		return "etcd.local_process"
+	}
+	return ""
+}
+
+func (h Host) localName() string {
+	if h.LocalUnit != "" {
+		return h.LocalUnit
+	}
+	return h.LocalProcess
+}
+
+// listenerMatches says whether the local member listens on raw's address and
 // port: exactly, or on the port of a wildcard address when raw's address is
 // the host's own.
 func listenerMatches(raw string, h Host) (string, rank, bool) {
@@ -248,7 +271,7 @@ func listenerMatches(raw string, h Host) (string, rank, bool) {
 			if ip.IsLoopback() {
 				r = unitOnLoopback
 			}
-			return fmt.Sprintf("%s: %s listens on %s", raw, h.LocalUnit, l), r, true
+			return fmt.Sprintf("%s: %s listens on %s", raw, h.localName(), l), r, true
 		}
 	}
 	return "", 0, false

@@ -1,6 +1,11 @@
 package stage
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +26,43 @@ func TestGuardMetricsEvery(t *testing.T) {
 		g := GuardOptions{MetricsEvery: c.every, Options: guard.Options{Interval: c.interval}}
 		if got := g.metricsEvery(); got != c.want {
 			t.Errorf("MetricsEvery %v, interval %v: %v, want %v", c.every, c.interval, got, c.want)
+		}
+	}
+}
+
+// The guard watches etcd's own cgroup's pressure where its unit, or (for a
+// member the kubelet runs) its process, says which cgroup; the host-wide
+// file where configured; nothing, said in the journal, where the cgroup is
+// not found.
+func TestPressureFiles(t *testing.T) {
+	sys := newFakeSystemd(t.TempDir())
+	sys.unit("etcd.service").active = "active"
+	const pod = "/kubepods.slice/kubepods-burstable.slice/crio-abc.scope"
+	found := func() (string, error) { return pod, nil }
+	lost := func() (string, error) { return "", errors.New(`no process named "etcd" runs`) }
+	for _, c := range []struct {
+		name        string
+		g           GuardOptions
+		psi, cpu    string
+		own         bool
+		logContains string
+	}{
+		{name: "host-wide file", g: GuardOptions{PressureFile: "/proc/pressure/io", PressureCgroup: found}, psi: "/proc/pressure/io"},
+		{name: "etcd's unit", g: GuardOptions{PressureUnit: "etcd.service"},
+			psi: "/sys/fs/cgroup/system.slice/etcd.service/io.pressure", cpu: "/sys/fs/cgroup/system.slice/etcd.service/cpu.pressure", own: true},
+		{name: "etcd's unit not running", g: GuardOptions{PressureUnit: "etcd-gone.service"}, logContains: "no cgroup for the unit"},
+		{name: "etcd's process", g: GuardOptions{PressureCgroup: found},
+			psi: "/sys/fs/cgroup" + pod + "/io.pressure", cpu: "/sys/fs/cgroup" + pod + "/cpu.pressure", own: true, logContains: "crio-abc.scope"},
+		{name: "etcd's process not running", g: GuardOptions{PressureCgroup: lost}, logContains: `etcd's cgroup not found" err="no process named`},
+		{name: "nothing", g: GuardOptions{}},
+	} {
+		var buf bytes.Buffer
+		psi, cpu, own := pressureFiles(context.Background(), sys, c.g, "", slog.New(slog.NewTextHandler(&buf, nil)))
+		if psi != c.psi || cpu != c.cpu || own != c.own {
+			t.Errorf("%s: %q, %q, own %v; want %q, %q, %v", c.name, psi, cpu, own, c.psi, c.cpu, c.own)
+		}
+		if !strings.Contains(buf.String(), c.logContains) {
+			t.Errorf("%s: journal %q lacks %q", c.name, buf.String(), c.logContains)
 		}
 	}
 }

@@ -3,10 +3,12 @@ package stage
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"time"
 
 	"github.com/update-agent/update-agent/agent/guard"
+	"github.com/update-agent/update-agent/agent/systemd"
 )
 
 // prepareGuard returns the guard (nil: none) and its baseline, and what
@@ -30,17 +32,8 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop bool
 	}
 	src := s.o.Guard.Source
 	if src == nil {
-		psi, cpuPSI := s.o.Guard.PressureFile, ""
-		if psi == "" && s.o.Guard.PressureUnit != "" {
-			st, err := s.d.Systemd.Status(ctx, s.o.Guard.PressureUnit)
-			if err != nil || st.ControlGroup == "" {
-				s.log.Warn("not watching I/O pressure: no cgroup for the unit", "systemd_unit", s.o.Guard.PressureUnit, "err", err)
-			} else {
-				dir := cgroupDir(s.o.SysRoot, st.ControlGroup)
-				psi, cpuPSI = filepath.Join(dir, "io.pressure"), filepath.Join(dir, "cpu.pressure")
-				gopts.Config.StallOwn = true
-			}
-		}
+		psi, cpuPSI, own := pressureFiles(ctx, s.d.Systemd, s.o.Guard, s.o.SysRoot, s.log)
+		gopts.Config.StallOwn = own
 		in := &guard.Inputs{MetricsURL: s.o.Guard.MetricsURL, TLS: s.o.Guard.MetricsTLS, MetricsEvery: s.o.Guard.metricsEvery(), SysRoot: s.o.SysRoot, Disks: disks,
 			PressureFile: psi, CPUPressureFile: cpuPSI, Clock: gopts.Clock}
 		src, closeInputs = in, func() { _ = in.Close() }
@@ -94,4 +87,36 @@ func (g GuardOptions) metricsEvery() time.Duration {
 		every = 3 * time.Second
 	}
 	return max(g.Interval, every)
+}
+
+// pressureFiles are the PSI files the guard watches: g.PressureFile as
+// given, else etcd's cgroup's io.pressure and cpu.pressure (own: the
+// stager's stalls do not count there), from its unit or found by
+// PressureCgroup; none where neither finds it (said in the journal).
+func pressureFiles(ctx context.Context, sys interface {
+	Status(context.Context, string) (systemd.UnitStatus, error)
+}, g GuardOptions, sysRoot string, log *slog.Logger) (psi, cpuPSI string, own bool) {
+	cg := ""
+	switch {
+	case g.PressureFile != "":
+		return g.PressureFile, "", false
+	case g.PressureUnit != "":
+		st, err := sys.Status(ctx, g.PressureUnit)
+		if err != nil || st.ControlGroup == "" {
+			log.Warn("not watching I/O pressure: no cgroup for the unit", "systemd_unit", g.PressureUnit, "err", err)
+			return "", "", false
+		}
+		cg = st.ControlGroup
+	case g.PressureCgroup != nil:
+		var err error
+		if cg, err = g.PressureCgroup(); err != nil {
+			log.Warn("not watching I/O pressure: etcd's cgroup not found", "err", err)
+			return "", "", false
+		}
+		log.Info("watching the pressure of etcd's cgroup", "cgroup", cg)
+	default:
+		return "", "", false
+	}
+	dir := cgroupDir(sysRoot, cg)
+	return filepath.Join(dir, "io.pressure"), filepath.Join(dir, "cpu.pressure"), true
 }

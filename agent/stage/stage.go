@@ -155,6 +155,10 @@ type GuardOptions struct {
 	// stalls do not count there.
 	PressureFile string
 	PressureUnit string
+	// PressureCgroup, when both are "", finds etcd's cgroup (relative to
+	// the cgroup2 root) at the window's start: a member no unit runs
+	// (etcd.local_process) changes cgroup with every restart.
+	PressureCgroup func() (string, error)
 	// MetricsEvery spaces the scrapes of MetricsURL (at least Interval;
 	// 0: a second).
 	MetricsEvery time.Duration

@@ -45,6 +45,7 @@ func runDoctor(env *cmdEnv, args []string) error {
 			Endpoints:   cfg.Etcd.Endpoints,
 			LockEnabled: cfg.Lock.Enabled, LockGroup: cfg.Lock.Group, LockSlots: cfg.Lock.Slots,
 			GuardEnabled: cfg.Guard.Enabled, MetricsURL: cfg.Guard.MetricsURL, LocalUnit: cfg.Etcd.LocalUnit,
+			LocalProcess: cfg.Etcd.LocalProcess,
 			StagingPaths: cfg.Staging.Paths, Scheduler: cfg.Staging.Scheduler, DriverName: driverName,
 			Username: cfg.Etcd.Username, MoveLeader: cfg.Leader.MoveLeader,
 			StateDir:        rooted(*root, cfg.Agent.StateDir),

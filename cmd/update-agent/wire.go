@@ -235,7 +235,7 @@ func localMemberName(member *etcdmember.Cluster) func(context.Context) (string, 
 
 // memberOptions is how the daemon and doctor find the local member.
 func memberOptions(c *config.Config, log *slog.Logger) etcdmember.Options {
-	return etcdmember.Options{LocalName: c.Etcd.Member, LocalUnit: c.Etcd.LocalUnit, Log: log}
+	return etcdmember.Options{LocalName: c.Etcd.Member, LocalUnit: c.Etcd.LocalUnit, LocalProcess: c.Etcd.LocalProcess, Log: log}
 }
 
 // close lets go of what outlives the engine: the lock keeps its slot for the

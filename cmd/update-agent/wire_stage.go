@@ -13,6 +13,7 @@ import (
 	"github.com/update-agent/update-agent/agent/adapters"
 	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/agent/doctor"
+	"github.com/update-agent/update-agent/agent/etcdmember"
 	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/iocost"
 	"github.com/update-agent/update-agent/agent/oplog"
@@ -94,9 +95,12 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 	}
 	if g.IOPressureThreshold > 0 {
 		// etcd's own cgroup when known: the stager's stalls do not count there.
-		if cfg.Etcd.LocalUnit != "" {
+		switch {
+		case cfg.Etcd.LocalUnit != "":
 			o.Guard.PressureUnit = cfg.Etcd.LocalUnit
-		} else {
+		case cfg.Etcd.LocalProcess != "":
+			o.Guard.PressureCgroup = etcdProcessCgroup(cfg, root)
+		default:
 			o.Guard.PressureFile = rooted(root, "/proc/pressure/io")
 		}
 	}
@@ -110,7 +114,7 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 		o.BaselineMaxAge = g.BaselineMaxAge.D()
 		k := &guard.Keeper{
 			Src: &adapters.BaselineInputs{In: guard.Inputs{MetricsURL: g.MetricsURL, TLS: metricsTLS}, Unit: cfg.Etcd.LocalUnit,
-				CgroupRoot: rooted(root, "/sys/fs/cgroup")},
+				FindCgroup: etcdProcessCgroup(cfg, root), CgroupRoot: rooted(root, "/sys/fs/cgroup")},
 			File: filepath.Join(stateDir, "latency-baseline.json"),
 			Log:  log,
 		}
@@ -210,4 +214,14 @@ func doctorMetrics(cfg *config.Config, root string) (doctor.HTTPMetrics, error) 
 		return doctor.HTTPMetrics{}, err
 	}
 	return doctor.HTTPMetrics{Client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: c}}}, nil
+}
+
+// etcdProcessCgroup finds etcd.local_process's cgroup in /proc (nil where
+// it is not set): a static pod's changes with every restart.
+func etcdProcessCgroup(cfg *config.Config, root string) func() (string, error) {
+	if cfg.Etcd.LocalProcess == "" {
+		return nil
+	}
+	proc := rooted(root, "/proc")
+	return func() (string, error) { return etcdmember.ProcessCgroup(proc, cfg.Etcd.LocalProcess) }
 }
