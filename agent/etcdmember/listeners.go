@@ -16,6 +16,16 @@ import (
 // has the unit as a component, their socket inodes, and those sockets in
 // LISTEN state in their network namespace's tcp and tcp6 tables.
 func UnitListeners(procRoot, unit string) ([]netip.AddrPort, error) {
+	pids, err := pidsWhere(procRoot, "cgroup", func(s string) bool { return inUnit(s, unit) })
+	if err != nil {
+		return nil, err
+	}
+	return listenersOf(procRoot, pids), nil
+}
+
+// pidsWhere lists the processes under procRoot whose /proc/PID/file text
+// satisfies match.
+func pidsWhere(procRoot, file string, match func(string) bool) ([]string, error) {
 	ents, err := os.ReadDir(procRoot)
 	if err != nil {
 		return nil, fmt.Errorf("listing processes: %w", err)
@@ -26,12 +36,12 @@ func UnitListeners(procRoot, unit string) ([]netip.AddrPort, error) {
 			continue
 		}
 		// A process may exit while we look: skip what cannot be read.
-		b, err := os.ReadFile(filepath.Join(procRoot, e.Name(), "cgroup"))
-		if err == nil && inUnit(string(b), unit) {
+		b, err := os.ReadFile(filepath.Join(procRoot, e.Name(), file))
+		if err == nil && match(string(b)) {
 			pids = append(pids, e.Name())
 		}
 	}
-	return listenersOf(procRoot, pids), nil
+	return pids, nil
 }
 
 // inUnit says whether a /proc/PID/cgroup text puts the process in unit.

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -19,22 +18,7 @@ import (
 // ProcessPIDs lists the processes under procRoot ("/proc") whose name
 // (/proc/PID/comm, the kernel's 15-byte copy) is comm.
 func ProcessPIDs(procRoot, comm string) ([]string, error) {
-	ents, err := os.ReadDir(procRoot)
-	if err != nil {
-		return nil, fmt.Errorf("listing processes: %w", err)
-	}
-	var pids []string
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		// A process may exit while we look: skip what cannot be read.
-		b, err := os.ReadFile(filepath.Join(procRoot, e.Name(), "comm"))
-		if err == nil && strings.TrimSuffix(string(b), "\n") == comm {
-			pids = append(pids, e.Name())
-		}
-	}
-	return pids, nil
+	return pidsWhere(procRoot, "comm", func(s string) bool { return strings.TrimSuffix(s, "\n") == comm })
 }
 
 // ProcessCgroup is the cgroup v2 path (relative to the hierarchy's root,
