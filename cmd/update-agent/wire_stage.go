@@ -71,7 +71,7 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 		Log:               log,
 	}
 	if root != "" && root != "/" {
-		o.SysRoot = root
+		o.SysRoot = rooted(root, "/sys") // where sysfs is, as for the guard's and iosched's readers
 	}
 	o.IOCost = iocostOptions(cfg)
 	gc, gb := guard.Thresholds{

@@ -51,6 +51,9 @@ func TestWireMapsConfig(t *testing.T) {
 	if o.Guard.PressureUnit != "etcd.service" || o.Guard.PressureFile != "" {
 		t.Errorf("PSI source: unit %q file %q", o.Guard.PressureUnit, o.Guard.PressureFile)
 	}
+	if o.SysRoot != root+"/sys" {
+		t.Errorf("sysfs at %q under --root %s, want its /sys", o.SysRoot, root)
+	}
 	if b := o.Guard.Options.Baseline[guard.MetricWALFsync]; b.P99 != 20*time.Millisecond {
 		t.Errorf("WAL baseline %+v, want p99 20ms (threshold 40ms / factor 2)", b)
 	}
