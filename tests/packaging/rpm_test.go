@@ -6,8 +6,12 @@ package packaging
 
 import (
 	"bytes"
+	"compress/gzip"
 	"debug/buildinfo"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -122,7 +126,10 @@ func trackedUnder(t *testing.T, root, dir string) []string {
 	return strings.Fields(out)
 }
 
-const docdir = "/usr/share/doc/update-agent"
+const (
+	docdir  = "/usr/share/doc/update-agent"
+	manPage = "/usr/share/man/man8/update-agent.8"
+)
 
 // installed maps each packaged regular file to its source in the repository.
 func installed(t *testing.T, root string) map[string]string {
@@ -135,6 +142,9 @@ func installed(t *testing.T, root string) map[string]string {
 		// Opt-in, so not under udev's rules.d.
 		"/usr/share/update-agent/udev/60-update-agent-bfq.rules": "units/60-update-agent-bfq.rules",
 		docdir + "/README.md": "README.md",
+		// Fedora's rpmbuild gzips it (brp-compress), Debian's does not:
+		// either name, compared unzipped.
+		manPage: "packaging/update-agent.8",
 		// docs/design.md links it; the package ships it beside docs/.
 		docdir + "/FLOW.md":                        "agent/engine/FLOW.md",
 		"/usr/share/licenses/update-agent/LICENSE": "packaging/LICENSE",
@@ -183,6 +193,9 @@ func TestFileList(t *testing.T) {
 	var got, unexpected []string
 	for _, f := range strings.Split(strings.TrimSpace(mustRun(t, b.root, "rpm", "-qlp", b.rpm)), "\n") {
 		got = append(got, f)
+		if f == manPage+".gz" {
+			f = manPage
+		}
 		switch {
 		case want[f]:
 			delete(want, f)
@@ -239,6 +252,11 @@ func TestPayload(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := os.ReadFile(filepath.Join(b.payload, dst))
+		if dst == manPage && errors.Is(err, fs.ErrNotExist) {
+			if got, err = os.ReadFile(filepath.Join(b.payload, dst+".gz")); err == nil {
+				got, err = gunzip(got)
+			}
+		}
 		if err != nil {
 			t.Errorf("payload: %v", err)
 			continue
@@ -350,4 +368,13 @@ func TestVersionOverride(t *testing.T) {
 	if got, err := version(""); err != nil || !snapshot.MatchString(got) {
 		t.Errorf("RPM_VERSION empty: version %q, %v; want %s or a snapshot of it", got, err, base[1])
 	}
+}
+
+func gunzip(b []byte) ([]byte, error) {
+	r, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
 }
