@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +121,15 @@ func TestPlan(t *testing.T) {
 	}
 	if n := len(full.Scenarios[full.Disks[0].Name]); n != 7+len(Knobs)+len(AgentRuns)+len(Probes)-1+6+len(IOCostScenarios(Disk{})) {
 		t.Errorf("small disk: %d scenarios", n)
+	}
+	// iocost with the disk's model, and without the guard, on every disk
+	// of the sweep (the fast disks lacked them).
+	for _, d := range full.Disks {
+		for _, id := range []string{"i-iocost-model", "i-iocost-model-noguard"} {
+			if !slices.ContainsFunc(full.Scenarios[d.Name], func(s Scenario) bool { return s.ID == id }) {
+				t.Errorf("sweep: %s lacks %s", d.Name, id)
+			}
+		}
 	}
 	var ext4 []string
 	for _, s := range full.Scenarios["ext4-500iops-20MBs"] {

@@ -338,7 +338,9 @@ func Sweep() Plan {
 	}
 	small = append(small, IOCostScenarios(p.Disks[0])...)
 	p.Scenarios[name] = small
-	for _, d := range []Disk{On("ext4", Disks[1]), On("xfs", ScaleModel), On("ext4", ScaleModel)} {
+	// iocost's variants on every other disk too: both filesystems, both
+	// standard disks and the scale model (the "both disks").
+	for _, d := range p.Disks[1:] {
 		p.Scenarios[d.Name] = append(p.Scenarios[d.Name], IOCostScenarios(d)...)
 	}
 	// On ext4 the write cap met the journal's ordered mode (etcd worse than
