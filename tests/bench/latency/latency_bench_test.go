@@ -249,6 +249,12 @@ func runScenario(ctx context.Context, g Guest, l Layout, d Disk, sc Scenario, pl
 	if err := Reset(ctx, g, l, base, update); err != nil {
 		return Measured{}, err
 	}
+	if sc.BootScheduler != "" {
+		// Before the loads, as at boot: no queue to drain.
+		if err := selectScheduler(ctx, g, l.Dev, sc.BootScheduler); err != nil {
+			return Measured{}, err
+		}
+	}
 	if err := throttle(ctx, g, l, d.IOPS, d.BPS); err != nil {
 		return Measured{}, err
 	}

@@ -243,3 +243,17 @@ func returnToBase(ctx context.Context, g Guest, l Layout, base string) error {
 	}
 	return nil
 }
+
+// selectScheduler selects sched on /sys/block/dev and checks that the
+// kernel took it (bfq is a module: Install loads it).
+func selectScheduler(ctx context.Context, g Guest, dev, sched string) error {
+	f := "/sys/block/" + dev + "/queue/scheduler"
+	out, err := sh(ctx, g, "echo "+sched+" > "+f+" && cat "+f)
+	if err != nil {
+		return fmt.Errorf("selecting %s on %s: %w", sched, dev, err)
+	}
+	if !strings.Contains(out, "["+sched+"]") {
+		return fmt.Errorf("selecting %s on %s: the kernel says %q", sched, dev, strings.TrimSpace(out))
+	}
+	return nil
+}

@@ -106,6 +106,10 @@ type Scenario struct {
 	// Wrap is put before `update-agent stage-once` (Agent only): how the
 	// agent's own process runs (its CPU share, its Go runtime).
 	Wrap string
+	// BootScheduler is the measured disk's I/O scheduler, selected after
+	// the reset and before the loads start, as the RPM's opt-in udev rule
+	// selects it at boot; "" leaves the disk's default (none).
+	BootScheduler string
 }
 
 // Load names the fio load of s on d, as the table's "load" column.
@@ -219,6 +223,13 @@ func IOCostScenarios(d Disk) []Scenario {
 		{ID: "i-iocost-noguard", Stager: Agent, AgentConfig: "[staging]\niocost = true\n[guard]\nenabled = false\n"},
 	}
 }
+
+// BFQAtBoot is the agent's defaults on a disk that runs bfq from boot
+// (units/60-update-agent-bfq.rules linked in, `scheduler = ""`): the staging
+// unit's and rpm-ostreed's idle class and weight then act, and no switch
+// drains the queue under etcd's load as the window's switch did
+// (sched-300MiB-1). The issue asks it measured against iocost.
+var BFQAtBoot = Scenario{ID: "k-bfq-boot", Stager: Agent, BootScheduler: "bfq"}
 
 // AgentRuns are the agent's defaults with its own process run differently:
 // its CPU competes with etcd's in a CPU-starved guest.
@@ -337,11 +348,13 @@ func Sweep() Plan {
 		small = append(small, sp)
 	}
 	small = append(small, IOCostScenarios(p.Disks[0])...)
+	small = append(small, BFQAtBoot)
 	p.Scenarios[name] = small
 	// iocost's variants on every other disk too: both filesystems, both
 	// standard disks and the scale model (the issue's "both disks").
 	for _, d := range p.Disks[1:] {
 		p.Scenarios[d.Name] = append(p.Scenarios[d.Name], IOCostScenarios(d)...)
+		p.Scenarios[d.Name] = append(p.Scenarios[d.Name], BFQAtBoot)
 	}
 	// On ext4 the write cap met the journal's ordered mode (etcd worse than
 	// naive with the capped loop, full-ostree-ext4-600MiB-1; "auto" sets no
