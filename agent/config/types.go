@@ -136,12 +136,12 @@ type Staging struct {
 	// IOCost turns on blk-iocost on the disks behind Paths for the
 	// window (io.cost.qos, and io.cost.model where IOCostModels names the
 	// disk, in the root cgroup), with IOWeight low on the stager and
-	// rpm-ostreed and high on etcd's unit. Off by default: the issue's
-	// harness held etcd on ext4 with it (WAL fsync p99 x2 alone, where the
-	// write cap made it x16) with a cost model of the disk's own limits;
-	// the kernel's auto model, all a default could use, does not know a
-	// cloud disk's provisioned limits and is not measured yet. A kernel
-	// without iocost falls back to the write rate loop.
+	// rpm-ostreed and high on etcd's unit. Off by default: with a cost
+	// model of the disk's own limits it held etcd on ext4 (make bench:
+	// WAL fsync p99 x1.26 alone, the rate loop x3.96) but staged 5x
+	// slower than plain and bought nothing on XFS; the kernel's auto
+	// model, all a default could use, was no better than the rate loop.
+	// A kernel without iocost falls back to the write rate loop.
 	IOCost bool `toml:"iocost"`
 	// IOCostModels are operator-given cost models, one a disk: its kernel
 	// name then the linear model's six parameters ("vda rbps=20000000
