@@ -150,7 +150,7 @@ func (c Controller) Apply(disks []string, qos QoS, models map[string]Model) erro
 			if err := c.write(c.modelFile(), m.Line(devs[i])); err != nil {
 				return err
 			}
-			source = "configured (staging.iocost.models)"
+			source = "configured (staging.iocost_models)"
 		}
 		_, model, err := c.InForce(d)
 		if err != nil {

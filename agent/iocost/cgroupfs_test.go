@@ -1,9 +1,12 @@
 package iocost
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -75,8 +78,18 @@ func TestApplyThenRestore(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFake(t, c.qos, c.model)
+			var journal bytes.Buffer
+			f.c.Log = slog.New(slog.NewTextHandler(&journal, nil))
 			if err := f.c.Apply([]string{"vda"}, window, c.models); err != nil {
 				t.Fatal(err)
+			}
+			// The journal names the model's source, by its config key.
+			source := `model_source="the model in force`
+			if c.models != nil {
+				source = `model_source="configured (staging.iocost_models)"`
+			}
+			if !strings.Contains(journal.String(), source) {
+				t.Errorf("journal lacks %s:\n%s", source, journal.String())
 			}
 			if got := read(t, f.c.qosFile()); got != window.Line("253:0") {
 				t.Errorf("io.cost.qos in the window %q", got)
