@@ -42,7 +42,14 @@ type Inputs struct {
 	PressureFile string
 	// CPUPressureFile is etcd's cgroup cpu.pressure; "" skips it.
 	CPUPressureFile string
-	Clock           clockwork.Clock
+	// FindPressureFiles, when set, finds both files again after a read
+	// of PressureFile fails, at most every RefindEvery: a member the
+	// kubelet runs gets a cgroup of a new name when its container
+	// restarts (a unit's keeps its path, which KernelFile reopens).
+	FindPressureFiles func() (psi, cpu string, err error)
+	Clock             clockwork.Clock
+
+	lastFind time.Time
 
 	lastScrape time.Time
 	lastHists  map[string]Histogram
@@ -136,13 +143,36 @@ func (in *Inputs) Read(ctx context.Context) (Reading, error) {
 		}
 	}
 	var err error
-	if r.Pressure, err = in.pressure(&in.psiFile, in.PressureFile); err != nil {
+	r.Pressure, err = in.pressure(&in.psiFile, in.PressureFile)
+	if err != nil && in.refind(r.At) {
+		r.Pressure, err = in.pressure(&in.psiFile, in.PressureFile)
+	}
+	if err != nil {
 		errs = append(errs, err)
 	}
 	if r.CPUPressure, err = in.pressure(&in.cpuFile, in.CPUPressureFile); err != nil {
 		errs = append(errs, err)
 	}
 	return r, errors.Join(errs...)
+}
+
+// RefindEvery spaces FindPressureFiles's calls while the files stay gone
+// (a /proc scan each).
+const RefindEvery = 10 * time.Second
+
+// refind asks FindPressureFiles for the files again, when due; true when
+// they moved.
+func (in *Inputs) refind(now time.Time) bool {
+	if in.FindPressureFiles == nil || !in.lastFind.IsZero() && now.Sub(in.lastFind) < RefindEvery {
+		return false
+	}
+	in.lastFind = now
+	psi, cpu, err := in.FindPressureFiles()
+	if err != nil || psi == in.PressureFile {
+		return false
+	}
+	in.PressureFile, in.CPUPressureFile = psi, cpu
+	return true
 }
 
 // pressure reads the PSI file at path through the kept *f (nil, nil when

@@ -66,3 +66,29 @@ func TestPressureFiles(t *testing.T) {
 		}
 	}
 }
+
+// The guard's inputs find a static pod's new cgroup after its container
+// restarts; the journal says so once per change and once per loss.
+func TestRefindPressure(t *testing.T) {
+	cg, err := "/kubepods.slice/crio-new.scope", error(nil)
+	var buf bytes.Buffer
+	find := refindPressure(func() (string, error) { return cg, err }, "", "/sys/fs/cgroup/kubepods.slice/crio-old.scope/io.pressure", slog.New(slog.NewTextHandler(&buf, nil)))
+	for i := 0; i < 2; i++ {
+		psi, cpu, ferr := find()
+		if ferr != nil || psi != "/sys/fs/cgroup"+cg+"/io.pressure" || cpu != "/sys/fs/cgroup"+cg+"/cpu.pressure" {
+			t.Fatalf("%q, %q, %v", psi, cpu, ferr)
+		}
+	}
+	err = errors.New(`no process named "etcd" runs`)
+	for i := 0; i < 3; i++ {
+		if _, _, ferr := find(); ferr == nil {
+			t.Fatal("found etcd's cgroup with etcd gone")
+		}
+	}
+	if n := strings.Count(buf.String(), "new cgroup"); n != 1 {
+		t.Errorf("%d lines about the new cgroup, want 1:\n%s", n, buf.String())
+	}
+	if n := strings.Count(buf.String(), "not found again"); n != 1 {
+		t.Errorf("%d lines about the loss, want 1:\n%s", n, buf.String())
+	}
+}

@@ -36,6 +36,9 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop bool
 		gopts.Config.StallOwn = own
 		in := &guard.Inputs{MetricsURL: s.o.Guard.MetricsURL, TLS: s.o.Guard.MetricsTLS, MetricsEvery: s.o.Guard.metricsEvery(), SysRoot: s.o.SysRoot, Disks: disks,
 			PressureFile: psi, CPUPressureFile: cpuPSI, Clock: gopts.Clock}
+		if own && s.o.Guard.PressureUnit == "" && s.o.Guard.PressureCgroup != nil {
+			in.FindPressureFiles = refindPressure(s.o.Guard.PressureCgroup, s.o.SysRoot, psi, s.log)
+		}
 		src, closeInputs = in, func() { _ = in.Close() }
 	}
 	if rateLoop && len(disks) > 0 {
@@ -119,4 +122,28 @@ func pressureFiles(ctx context.Context, sys interface {
 	}
 	dir := cgroupDir(sysRoot, cg)
 	return filepath.Join(dir, "io.pressure"), filepath.Join(dir, "cpu.pressure"), true
+}
+
+// refindPressure finds etcd's cgroup again for the guard's inputs (psi is
+// the io.pressure watched now): a static pod's container restarted within
+// the window has a new one. Each change and the first miss are logged.
+func refindPressure(find func() (string, error), sysRoot, psi string, log *slog.Logger) func() (string, string, error) {
+	cur, missed := filepath.Dir(psi), false
+	return func() (string, string, error) {
+		cg, err := find()
+		if err != nil {
+			if !missed {
+				log.Warn("etcd's cgroup is gone and not found again; its pressure is not watched until it is", "err", err)
+			}
+			missed = true
+			return "", "", err
+		}
+		missed = false
+		dir := cgroupDir(sysRoot, cg)
+		if dir != cur {
+			log.Info("watching the pressure of etcd's new cgroup", "cgroup", cg)
+			cur = dir
+		}
+		return filepath.Join(dir, "io.pressure"), filepath.Join(dir, "cpu.pressure"), nil
+	}
 }
