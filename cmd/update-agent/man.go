@@ -59,7 +59,7 @@ A failure; for doctor, a check failed.
 A bad command line.
 .TP
 .B %d
-doctor found nothing wrong, but reboots are held now (a window, a gate, an alarm).
+doctor found nothing wrong, but the cluster holds reboots now (an etcd alarm, an unhealthy member, no leader, a gate that holds).
 .TP
 .B %d
 The configuration cannot be loaded (the message names the file and key); systemd does not restart the daemon.
