@@ -109,6 +109,12 @@ func tomlValue(v reflect.Value) (string, error) {
 		} else {
 			x = float64(t)
 		}
+	case IOCostMode:
+		if t == IOCostWithModel {
+			x = t.String()
+		} else {
+			x = t == IOCostOn
+		}
 	case CPUWeight:
 		if t == CPUWeightIdle {
 			x = "idle"

@@ -226,3 +226,43 @@ func tomlTypeName(v any) string {
 	}
 	return fmt.Sprintf("%T", v)
 }
+
+// IOCostMode is staging.iocost: true (iocost on every staging disk, the
+// kernel's auto model where iocost_models gives none), false, or
+// "with-model" (only on the disks iocost_models gives a model for; the
+// write rate loop where it names none).
+type IOCostMode uint8
+
+const (
+	IOCostOff IOCostMode = iota
+	IOCostOn
+	IOCostWithModel
+)
+
+func (m *IOCostMode) UnmarshalTOML(v any) error {
+	switch x := v.(type) {
+	case bool:
+		*m = IOCostOff
+		if x {
+			*m = IOCostOn
+		}
+		return nil
+	case string:
+		if x == "with-model" {
+			*m = IOCostWithModel
+			return nil
+		}
+		return fmt.Errorf("must be true, false or \"with-model\", got %q", x)
+	}
+	return fmt.Errorf("must be true, false or \"with-model\", got %s", tomlTypeName(v))
+}
+
+func (m IOCostMode) String() string {
+	switch m {
+	case IOCostOn:
+		return "true"
+	case IOCostWithModel:
+		return "with-model"
+	}
+	return "false"
+}

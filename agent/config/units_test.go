@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,18 @@ func TestIOClassNumber(t *testing.T) {
 	for name, want := range map[string]int32{"none": 0, "realtime": 1, "best-effort": 2, "idle": 3, "low": -1} {
 		if got := IOClassNumber(name); got != want {
 			t.Errorf("IOClassNumber(%q) = %d, want %d", name, got, want)
+		}
+	}
+}
+
+func TestIOCostMode(t *testing.T) {
+	for v, want := range map[any]IOCostMode{true: IOCostOn, false: IOCostOff, "with-model": IOCostWithModel} {
+		var m IOCostMode
+		if err := m.UnmarshalTOML(v); err != nil || m != want {
+			t.Errorf("%v: %v, %v; want %v", v, m, err, want)
+		}
+		if fmt.Sprint(v) != m.String() {
+			t.Errorf("%v written back as %s", v, m)
 		}
 	}
 }

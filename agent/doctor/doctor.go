@@ -170,9 +170,11 @@ type Inputs struct {
 	// is set.
 	FleetLockListen string
 	FleetLockTLS    bool
-	// IOCost is staging.iocost; EtcdIOLatencyTarget
-	// staging.etcd_io_latency_target.
-	IOCost              bool
+	// IOCost is staging.iocost as written ("true", "false",
+	// "with-model"); IOCostModelled the disks staging.iocost_models has a
+	// model for; EtcdIOLatencyTarget staging.etcd_io_latency_target.
+	IOCost              string
+	IOCostModelled      []string
 	EtcdIOLatencyTarget time.Duration
 }
 

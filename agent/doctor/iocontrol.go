@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/update-agent/update-agent/agent/iocost"
@@ -33,15 +34,27 @@ func (d Doctor) ioControl(context.Context) (string, error) {
 	if d.IO == nil {
 		return "not checked", nil
 	}
+	var disks []string
+	if len(d.In.StagingPaths) > 0 && d.Disks != nil {
+		var err error
+		if disks, err = d.Disks.Disks(d.In.StagingPaths); err != nil {
+			return "", err
+		}
+	}
+	used := d.iocostDisks(disks)
 	var parts []string
 	costErr := d.IO.IOCost()
-	iocostOK := costErr == nil
 	switch err := costErr; {
-	case err == nil && d.In.IOCost:
+	case err == nil && len(used) > 0 && d.In.IOCost == "with-model":
+		parts = append(parts, fmt.Sprintf("iocost: yes, used while staging on %s (a model in staging.iocost_models)", strings.Join(used, ", ")))
+	case err == nil && len(used) > 0:
 		parts = append(parts, "iocost: yes, used while staging")
+	case err == nil && d.In.IOCost == "with-model":
+		parts = append(parts, fmt.Sprintf("iocost: yes, not used (staging.iocost = \"with-model\" and staging.iocost_models has no model for %s): the write rate loop paces staging",
+			orNone(disks)))
 	case err == nil:
-		parts = append(parts, "iocost: yes, not used (staging.iocost = false)")
-	case d.In.IOCost:
+		parts = append(parts, fmt.Sprintf("iocost: yes, not used (staging.iocost = %s)", d.In.IOCost))
+	case len(used) > 0:
 		parts = append(parts, fmt.Sprintf("iocost: no (%v): the write rate loop paces staging", err))
 	default:
 		parts = append(parts, fmt.Sprintf("iocost: no (%v)", err))
@@ -57,11 +70,7 @@ func (d Doctor) ioControl(context.Context) (string, error) {
 	default:
 		parts = append(parts, "io.latency: no")
 	}
-	if iocostOK && len(d.In.StagingPaths) > 0 {
-		disks, err := d.Disks.Disks(d.In.StagingPaths)
-		if err != nil {
-			return "", err
-		}
+	if costErr == nil {
 		for _, disk := range disks {
 			q, m, err := d.IO.InForce(disk)
 			if err != nil {
@@ -77,6 +86,31 @@ func (d Doctor) ioControl(context.Context) (string, error) {
 		}
 	}
 	return strings.Join(parts, "; "), nil
+}
+
+// iocostDisks are the staging disks iocost goes on while staging, as the
+// stager picks them (agent/stage).
+func (d Doctor) iocostDisks(disks []string) []string {
+	switch d.In.IOCost {
+	case "true":
+		return disks
+	case "with-model":
+		var on []string
+		for _, disk := range disks {
+			if slices.Contains(d.In.IOCostModelled, disk) {
+				on = append(on, disk)
+			}
+		}
+		return on
+	}
+	return nil
+}
+
+func orNone(disks []string) string {
+	if len(disks) == 0 {
+		return "any staging disk (none found)"
+	}
+	return strings.Join(disks, ", ")
 }
 
 // SysfsIOControl reads the root cgroup under Root.

@@ -3,6 +3,7 @@ package stage
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/update-agent/update-agent/agent/guard"
@@ -14,6 +15,9 @@ import (
 // staging disks for the window (agent/iocost).
 type IOCostOptions struct {
 	Enabled bool
+	// OnlyModelled keeps iocost to the disks Models names (staging.iocost
+	// = "with-model"); the others are left to the kernel as they are.
+	OnlyModelled bool
 	// Models are operator-given cost models by disk name.
 	Models map[string]iocost.Model
 	// Targets derive the QoS; BaselineP99 is filled from the guard's
@@ -40,18 +44,57 @@ func (o Options) iocostController() iocost.Controller {
 		StateFile: filepath.Join(o.StateDir, "iocost.json"), BootIDPath: o.BootIDPath, Log: o.Log}
 }
 
-// useIOCost says whether the window runs under iocost: configured, disks
-// to put it on, and a kernel that has it. Without it the write rate loop
-// paces staging, and the journal says why.
-func (s *Stager) useIOCost(disks []string) bool {
+// iocostDisks are the window's disks iocost goes on: configured, a model
+// for the disk where only modelled disks get it, and a kernel that has
+// it. None: the write rate loop paces staging, and the journal says why
+// (unless no model was given at all, the default's quiet case).
+func (s *Stager) iocostDisks(disks []string) []string {
 	if !s.o.IOCost.Enabled || len(disks) == 0 {
-		return false
+		return nil
+	}
+	on := disks
+	if s.o.IOCost.OnlyModelled {
+		on = modelled(disks, s.o.IOCost.Models)
+		var without []string
+		for _, d := range disks {
+			if !slices.Contains(on, d) {
+				without = append(without, d)
+			}
+		}
+		switch {
+		case len(s.o.IOCost.Models) == 0:
+			return nil
+		case len(on) == 0:
+			s.log.Warn("staging.iocost_models has no model for the staging disks: the write rate loop paces staging instead",
+				"disks", disks)
+			return nil
+		case len(without) > 0:
+			s.log.Info("iocost only on the disks with a model in staging.iocost_models", "iocost_disks", on, "disks_without_model", without)
+		}
 	}
 	if err := s.iocost.Available(); err != nil {
 		s.log.Warn("iocost unavailable: the write rate loop paces staging instead", "err", err)
-		return false
+		return nil
 	}
-	return true
+	return on
+}
+
+// modelled are the disks models has a model for, in disks' order.
+func modelled(disks []string, models map[string]iocost.Model) []string {
+	var on []string
+	for _, d := range disks {
+		if _, ok := models[d]; ok {
+			on = append(on, d)
+		}
+	}
+	return on
+}
+
+// iocostWindow is iocost for one window: its disks, and the guard's
+// baseline its QoS is derived from (nil: none known).
+type iocostWindow struct {
+	disks []string
+	base  guard.Baseline
 }
 
 // walFsyncP99 is etcd's WAL fsync p99 in the guard's baseline, 0 when

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -156,6 +157,86 @@ func TestRunWithoutIOCostFallsBackToTheRateLoop(t *testing.T) {
 		t.Errorf("io.cost.qos written on a kernel without it: %v", err)
 	}
 	e.assertUndone(t)
+}
+
+// staging.iocost = "with-model" (the default): iocost goes on a disk
+// staging.iocost_models gives a model for, with that model; without one
+// for the window's disk the rate loop paces, the journal saying so only
+// when models were given for other disks.
+func TestRunWithModelOnly(t *testing.T) {
+	const vdbModel = "vdb rbps=20000000 rseqiops=500 rrandiops=500 wbps=20000000 wseqiops=500 wrandiops=500"
+	for _, tc := range []struct {
+		name    string
+		models  []string
+		iocost  bool
+		warning string
+	}{
+		{"a model for the disk", []string{vdbModel}, true, ""},
+		{"a model for another disk", []string{strings.Replace(vdbModel, "vdb", "vda", 1)}, false,
+			"staging.iocost_models has no model for the staging disks"},
+		{"no model at all", nil, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			qos, model := e.iocostEnv(t, true)
+			e.opts.IOCost.OnlyModelled = true
+			e.opts.IOCost.Models = map[string]iocost.Model{}
+			for _, l := range tc.models {
+				d, m, err := iocost.ParseDiskModel(l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.opts.IOCost.Models[d] = m
+			}
+			var logs lockedBuffer
+			e.opts.Log = slog.New(slog.NewTextHandler(&logs, nil))
+			s := e.stager(t, fakeDaemon{idle: false})
+			var inWindow string
+			e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
+				inWindow = readString(t, model)
+				if tc.iocost {
+					e.assertIOCostWindow(t, qos)
+				}
+				return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
+			}
+			rep, err := s.Run(context.Background(), argv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.IOCost != tc.iocost {
+				t.Errorf("iocost %v, want %v", rep.IOCost, tc.iocost)
+			}
+			wantModel := ""
+			if tc.iocost {
+				wantModel = "252:16 ctrl=user model=linear rbps=20000000 rseqiops=500 rrandiops=500 wbps=20000000 wseqiops=500 wrandiops=500"
+				e.assertIOCostUndone(t, qos, model)
+			} else if got := readString(t, qos); got != "" {
+				t.Errorf("io.cost.qos written without iocost: %q", got)
+			}
+			if inWindow != wantModel {
+				t.Errorf("io.cost.model in the window %q, want %q", inWindow, wantModel)
+			}
+			warned := strings.Contains(logs.String(), "level=WARN msg=\"staging.iocost_models")
+			if (tc.warning != "") != warned || !strings.Contains(logs.String(), tc.warning) {
+				t.Errorf("log, want warning %q:\n%s", tc.warning, logs.String())
+			}
+			e.assertUndone(t)
+		})
+	}
+}
+
+func TestModelled(t *testing.T) {
+	models := map[string]iocost.Model{"vdb": {}, "nvme0n1": {}}
+	for _, tc := range []struct{ disks, want []string }{
+		{[]string{"vda", "vdb"}, []string{"vdb"}},
+		{[]string{"nvme0n1", "vdb"}, []string{"nvme0n1", "vdb"}},
+		{[]string{"vda"}, nil},
+		{nil, nil},
+	} {
+		if got := modelled(tc.disks, models); !slices.Equal(got, tc.want) {
+			t.Errorf("modelled(%v) = %v, want %v", tc.disks, got, tc.want)
+		}
+	}
 }
 
 // A process killed in the window leaves iocost on and etcd's weight high:

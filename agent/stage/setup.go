@@ -13,7 +13,6 @@ import (
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 
-	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/systemd"
 )
 
@@ -24,9 +23,8 @@ import (
 // puts around the scheduler switch and the daemon restart). It returns the
 // policy the staging unit gets.
 //
-// iocostBase non-nil turns iocost on, its QoS derived from that baseline
-// (empty: none known).
-func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode writeRate, iocostBase guard.Baseline) (systemd.Policy, error) {
+// cost non-nil turns iocost on.
+func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode writeRate, cost *iocostWindow) (systemd.Policy, error) {
 	policy := s.o.Policy
 	step := func(name string, f func() error) error {
 		t := time.Now()
@@ -48,8 +46,8 @@ func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode wri
 			return policy, err
 		}
 	}
-	if iocostBase != nil {
-		if err := step("iocost", func() error { return s.applyIOCost(ctx, j, disks, iocostBase) }); err != nil {
+	if cost != nil {
+		if err := step("iocost", func() error { return s.applyIOCost(ctx, j, cost.disks, cost.base) }); err != nil {
 			return policy, err
 		}
 		if s.o.IOCost.IOWeight > 0 {
@@ -66,7 +64,7 @@ func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode wri
 		rate = s.o.WriteRate.WithDefaults().Start
 		s.log.Warn("write rate \"auto\" without the latency guard: staying at the start rate", "write_rate_mbps", float64(rate)/1e6)
 	case rateNone:
-		if s.o.WriteRateAuto && iocostBase != nil {
+		if s.o.WriteRateAuto && cost != nil {
 			s.log.Info("write rate \"auto\" under iocost: no cap; the kernel paces staging from the disk's latency")
 		} else if s.o.WriteRateAuto {
 			s.log.Info("write rate \"auto\" on a journal that orders data: no cap (an fsync's commit would wait for the capped write-back); the memory bound and the guard pace staging")

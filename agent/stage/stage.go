@@ -324,7 +324,8 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 	if s.o.Baseline != nil {
 		defer s.o.Baseline.Pause()()
 	}
-	useIOCost := s.useIOCost(rep.Disks)
+	costDisks := s.iocostDisks(rep.Disks)
+	useIOCost := len(costDisks) > 0
 	rep.IOCost = useIOCost
 	loop := writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, s.o.Guard.Enabled, ordersData, useIOCost) == rateLoop
 	g, base, closeInputs := s.prepareGuard(ctx, rep.Disks, loop, &rep)
@@ -335,14 +336,11 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 
 	setupStart := time.Now()
 	s.log.Info("staging setup started", "disks", rep.Disks)
-	var iocostBase guard.Baseline // nil: iocost off
+	var cost *iocostWindow // nil: iocost off
 	if useIOCost {
-		iocostBase = guard.Baseline{}
-		if base != nil {
-			iocostBase = base
-		}
+		cost = &iocostWindow{disks: costDisks, base: base}
 	}
-	policy, err := s.setup(ctx, j, rep.Disks, writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, g != nil, ordersData, useIOCost), iocostBase)
+	policy, err := s.setup(ctx, j, rep.Disks, writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, g != nil, ordersData, useIOCost), cost)
 	rep.Setup = time.Since(setupStart)
 	s.log.Info("staging setup done", "setup_seconds", round3(rep.Setup.Seconds()), "ok", err == nil)
 	if err != nil {

@@ -152,8 +152,9 @@ func iocostOptions(cfg *config.Config) stage.IOCostOptions {
 		}
 	}
 	return stage.IOCostOptions{
-		Enabled: s.IOCost,
-		Models:  models,
+		Enabled:      s.IOCost != config.IOCostOff,
+		OnlyModelled: s.IOCost == config.IOCostWithModel,
+		Models:       models,
 		Targets: iocost.Targets{Promise: cfg.Guard.LatencyTarget, Fixed: s.IOCostLatencyTarget.D(),
 			Default: s.IOCostDefaultLatencyTarget.D(), Percentile: s.IOCostPercentile,
 			VrateMin: s.IOCostVrateMin, VrateMax: s.IOCostVrateMax},

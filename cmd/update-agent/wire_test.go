@@ -86,13 +86,17 @@ func TestWireMapsConfig(t *testing.T) {
 	if rc := rateConfig(config.Guard{LatencyTarget: 1.3, RateStart: 4_000_000}); rc.MinShare >= 0 || rc.IOSize >= 0 {
 		t.Errorf("zero share and IO size %+v, want the loop's off (negative)", rc)
 	}
-	if ic := o.IOCost; ic.Enabled || ic.IOWeight != 1 || ic.EtcdIOWeight != 10000 || ic.Targets.Promise != 1.3 ||
+	if ic := o.IOCost; !ic.Enabled || !ic.OnlyModelled || ic.IOWeight != 1 || ic.EtcdIOWeight != 10000 || ic.Targets.Promise != 1.3 ||
 		ic.Targets.Default != 20*time.Millisecond || ic.Targets.Percentile != 95 || ic.Targets.VrateMin != 5 || ic.Targets.VrateMax != 150 {
-		t.Errorf("iocost options %+v, want off by default (opt-in) with the default weights and targets", ic)
+		t.Errorf("iocost options %+v, want on the modelled disks only by default, with the default weights and targets", ic)
 	}
-	cfg.Staging.IOCost = true
-	if !iocostOptions(cfg).Enabled {
-		t.Error("staging.iocost = true does not reach the stager")
+	cfg.Staging.IOCost = config.IOCostOn
+	if ic := iocostOptions(cfg); !ic.Enabled || ic.OnlyModelled {
+		t.Error("staging.iocost = true does not reach the stager as every disk")
+	}
+	cfg.Staging.IOCost = config.IOCostOff
+	if iocostOptions(cfg).Enabled {
+		t.Error("staging.iocost = false does not reach the stager")
 	}
 	cfg.Staging.IOCostModels = []string{"vda rbps=20000000 rseqiops=500 rrandiops=500 wbps=20000000 wseqiops=500 wrandiops=500"}
 	if m := iocostOptions(cfg).Models["vda"]; !m.User || m.WRandIOPS != 500 {

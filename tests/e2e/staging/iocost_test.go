@@ -18,17 +18,17 @@ const (
 	etcdStandin = "ua-e2e-etcd.service"
 )
 
-// iocostOn turns iocost on for the staging window, with etcd.local_unit
-// a running stand-in unit, and checks the guest's kernel has iocost
-// (Debian 12's: CONFIG_BLK_CGROUP_IOCOST=y).
-func iocostOn(t *testing.T, g *guest.Guest) {
+// iocostOn turns iocost on for the staging window with staging's lines,
+// etcd.local_unit a running stand-in unit, and checks the guest's kernel
+// has iocost (Debian 12's: CONFIG_BLK_CGROUP_IOCOST=y).
+func iocostOn(t *testing.T, g *guest.Guest, staging string) {
 	t.Helper()
 	if _, _, code, _ := g.Run(context.Background(), "test -e /sys/fs/cgroup/io.cost.qos"); code != 0 {
 		t.Fatal("the guest's kernel has no iocost (no /sys/fs/cgroup/io.cost.qos)")
 	}
 	g.MustRun(t, "systemctl stop "+etcdStandin+" 2>/dev/null; systemctl reset-failed "+etcdStandin+" 2>/dev/null; "+
 		"systemd-run --quiet --unit="+etcdStandin+" sleep infinity")
-	g.MustRun(t, `printf '[staging]\niocost = true\n[etcd]\nlocal_unit = "`+etcdStandin+`"\n' >`+iocostConf)
+	g.MustRun(t, `printf '[staging]\n`+staging+`\n[etcd]\nlocal_unit = "`+etcdStandin+`"\n' >`+iocostConf)
 	t.Cleanup(func() {
 		g.MustRun(t, "rm -f "+iocostConf+"; systemctl stop "+etcdStandin+"; systemctl reset-failed "+etcdStandin+" 2>/dev/null; true")
 	})
@@ -59,17 +59,24 @@ func assertCostOff(t *testing.T, g *guest.Guest, when string) {
 	}
 }
 
-// assertCostWindow checks iocost on the data disk and the weights while
-// the staging unit runs.
-func assertCostWindow(t *testing.T, g *guest.Guest) {
+// dataDiskModel is a cost model of the data disk's limits in
+// staging.iocost_models' syntax, and what the kernel shows for it.
+func dataDiskModel() (conf, shown string) {
+	m := "rbps=20000000 rseqiops=500 rrandiops=500 wbps=20000000 wseqiops=500 wrandiops=500"
+	return `iocost_models = ["` + dataDisk() + " " + m + `"]`, "ctrl=user model=linear " + m
+}
+
+// assertCostWindow checks iocost on the data disk, with the model shown
+// as model (a prefix), and the weights while the staging unit runs.
+func assertCostWindow(t *testing.T, g *guest.Guest, model string) {
 	t.Helper()
-	qos, model := costLines(t, g)
+	qos, inForce := costLines(t, g)
 	if !strings.HasPrefix(qos, "enable=1 ctrl=user rpct=95.00 rlat=20000 wpct=95.00 wlat=20000 min=5.00 max=150.00") {
 		// No etcd metrics in the guest: the default target, 20 ms.
 		t.Errorf("io.cost.qos while staging: %q, want enabled with the default 20 ms target", qos)
 	}
-	if !strings.HasPrefix(model, "ctrl=auto ") {
-		t.Errorf("io.cost.model while staging: %q, want the kernel's auto model (none configured)", model)
+	if !strings.HasPrefix(inForce, model) {
+		t.Errorf("io.cost.model while staging: %q, want %q", inForce, model)
 	}
 	for unit, want := range map[string]string{stagingUnit: "1", "rpm-ostreed.service": "1", etcdStandin: "10000"} {
 		if w := show(t, g, unit, "IOWeight")["IOWeight"]; w != want {
@@ -99,7 +106,7 @@ func assertCostRestored(t *testing.T, g *guest.Guest, daemonWeight, etcdWeight s
 // TestIOCostWindow stages under iocost: on for the window, put back after.
 func TestIOCostWindow(t *testing.T) {
 	g := setup(t)
-	iocostOn(t, g)
+	iocostOn(t, g, "iocost = true")
 	pullDelay(t, g)
 	assertCostOff(t, g, "before staging")
 	b := snapshot(t, g)
@@ -108,7 +115,7 @@ func TestIOCostWindow(t *testing.T) {
 
 	startStageOnce(t, g)
 	waitStagingUnit(t, g)
-	assertCostWindow(t, g)
+	assertCostWindow(t, g, "ctrl=auto ") // none configured: the kernel's auto model
 	if st := waitStageOnce(t, g, 15*time.Minute); st != "0" {
 		t.Fatalf("stage-once exited %s; journal:\n%s", st, g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager | tail -60"))
 	}
@@ -148,12 +155,14 @@ func TestIOCostWindow(t *testing.T) {
 }
 
 // TestIOCostRestoredAfterKill kills stage-once with SIGKILL in the iocost
-// window: iocost stays on and etcd's weight high until the next start
-// (the daemon, updates off so it only recovers) puts them back from the
-// records.
+// window: iocost stays on, with the configured model, and etcd's weight
+// high until the next start (the daemon, updates off so it only
+// recovers) puts them back from the records. staging.iocost is the
+// default, "with-model": a model for the data disk turns iocost on there.
 func TestIOCostRestoredAfterKill(t *testing.T) {
 	g := setup(t)
-	iocostOn(t, g)
+	modelConf, model := dataDiskModel()
+	iocostOn(t, g, modelConf)
 	pullDelay(t, g)
 	assertCostOff(t, g, "before staging")
 	b := snapshot(t, g)
@@ -162,14 +171,14 @@ func TestIOCostRestoredAfterKill(t *testing.T) {
 
 	startStageOnce(t, g)
 	waitStagingUnit(t, g)
-	assertCostWindow(t, g)
+	assertCostWindow(t, g, model)
 	g.MustRun(t, "systemctl kill -s KILL "+onceUnit)
 	if !poll(time.Minute, func() bool { return show(t, g, onceUnit, "SubState")["SubState"] == "failed" }) {
 		t.Fatal("stage-once survived SIGKILL")
 	}
 	// What the kill leaves: iocost on, the weights, the records.
-	if qos, _ := costLines(t, g); !strings.HasPrefix(qos, "enable=1 ctrl=user") {
-		t.Fatalf("io.cost.qos after the kill %q: the test did not kill mid-window", qos)
+	if qos, m := costLines(t, g); !strings.HasPrefix(qos, "enable=1 ctrl=user") || !strings.HasPrefix(m, model) {
+		t.Fatalf("io.cost.qos %q and model %q after the kill: the test did not kill mid-window", qos, m)
 	}
 	if w := show(t, g, etcdStandin, "IOWeight")["IOWeight"]; w != "10000" {
 		t.Fatalf("%s IOWeight=%q after the kill, want the window's 10000", etcdStandin, w)
