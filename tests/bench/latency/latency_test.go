@@ -125,7 +125,7 @@ func TestPlan(t *testing.T) {
 	// iocost with the disk's model, without the guard, and bfq from boot
 	// on every disk of the sweep (the fast disks lacked iocost's).
 	for _, d := range full.Disks {
-		for _, id := range []string{"i-iocost-model", "i-iocost-model-noguard", BFQAtBoot.ID} {
+		for _, id := range []string{"i-iocost-model", "i-iocost-model-noguard", "i-iocost-model-mem256M", BFQAtBoot.ID} {
 			if !slices.ContainsFunc(full.Scenarios[d.Name], func(s Scenario) bool { return s.ID == id }) {
 				t.Errorf("sweep: %s lacks %s", d.Name, id)
 			}
@@ -135,7 +135,7 @@ func TestPlan(t *testing.T) {
 	for _, s := range full.Scenarios["ext4-500iops-20MBs"] {
 		ext4 = append(ext4, s.Key())
 	}
-	if want := "a-alone b-naive d-agent i-iocost-auto x-cpuburn-idle i-iocost-model i-iocost-model-20ms i-iocost-model-noguard i-iocost-loose i-iocost-noguard k-bfq-boot e-agent-noguard k-bwmax-none k-bwmax-5M k-bwmax-4M k-objfsync k-memoryhigh-8M"; strings.Join(ext4, " ") != want {
+	if want := "a-alone b-naive d-agent i-iocost-auto x-cpuburn-idle i-iocost-model i-iocost-model-20ms i-iocost-model-noguard i-iocost-model-mem256M i-iocost-loose i-iocost-noguard k-bfq-boot e-agent-noguard k-bwmax-none k-bwmax-5M k-bwmax-4M k-objfsync k-memoryhigh-8M"; strings.Join(ext4, " ") != want {
 		t.Errorf("small ext4 disk in the sweep: %v, want %s", ext4, want)
 	}
 	// Naming a scenario picks it, not the sweep's load variants of it.
