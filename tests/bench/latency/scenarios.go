@@ -195,7 +195,7 @@ var Knobs = []struct{ ID, Config string }{
 	{"k-memoryhigh-8M", "[staging]\nmemory_high = \"8M\"\n"},
 }
 
-// IOCostAuto is iocost (opt-in) with the kernel's auto model and the
+// IOCostAuto is iocost on every disk (staging.iocost = true) with the kernel's auto model and the
 // derived QoS (the guest's kernel has it: Debian 12's
 // CONFIG_BLK_CGROUP_IOCOST=y), beside d-agent, the rate loop, on every
 // disk of the plan.
