@@ -315,7 +315,7 @@ func MakePlan(quick bool) Plan {
 		c := Core()
 		p.Scenarios[d.Name] = []Scenario{c[0], c[1], c[3]}
 	}
-	// On every disk: iocost (opt-in) beside the rate loop (d-agent), and
+	// On every disk: iocost with the auto model beside the rate loop (d-agent), and
 	// the CPU-only probe, the in-guest limit line of each table.
 	for _, d := range p.Disks {
 		p.Scenarios[d.Name] = append(p.Scenarios[d.Name], IOCostAuto, Probes[0])
