@@ -157,12 +157,13 @@ func TestIOCostWindow(t *testing.T) {
 // TestIOCostRestoredAfterKill kills stage-once with SIGKILL in the iocost
 // window: iocost stays on, with the configured model, and etcd's weight
 // high until the next start (the daemon, updates off so it only
-// recovers) puts them back from the records. staging.iocost is the
-// default, "with-model": a model for the data disk turns iocost on there.
+// recovers) puts them back from the records. staging.iocost is
+// "with-model", the default (this suite's base configuration turns iocost
+// off): a model for the data disk turns iocost on there.
 func TestIOCostRestoredAfterKill(t *testing.T) {
 	g := setup(t)
 	modelConf, model := dataDiskModel()
-	iocostOn(t, g, modelConf)
+	iocostOn(t, g, `iocost = "with-model"\n`+modelConf)
 	pullDelay(t, g)
 	assertCostOff(t, g, "before staging")
 	b := snapshot(t, g)
