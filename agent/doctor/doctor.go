@@ -19,6 +19,7 @@ import (
 	"github.com/update-agent/update-agent/agent/etcdmember"
 	"github.com/update-agent/update-agent/agent/gates"
 	"github.com/update-agent/update-agent/agent/guard"
+	"github.com/update-agent/update-agent/agent/iocost"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 )
@@ -171,10 +172,10 @@ type Inputs struct {
 	FleetLockListen string
 	FleetLockTLS    bool
 	// IOCost is staging.iocost as written ("true", "false",
-	// "with-model"); IOCostModelled the disks staging.iocost_models has a
-	// model for; EtcdIOLatencyTarget staging.etcd_io_latency_target.
+	// "with-model"); IOCostModels staging.iocost_models by disk;
+	// EtcdIOLatencyTarget staging.etcd_io_latency_target.
 	IOCost              string
-	IOCostModelled      []string
+	IOCostModels        map[string]iocost.Model
 	EtcdIOLatencyTarget time.Duration
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/update-agent/update-agent/agent/atomicfile"
 	"github.com/update-agent/update-agent/agent/etcdmember"
 	"github.com/update-agent/update-agent/agent/gates"
+	"github.com/update-agent/update-agent/agent/iocost"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 )
@@ -229,9 +230,11 @@ func TestReport(t *testing.T) {
 			[]string{"ok    io control     iocost: no (no io.cost.qos): the write rate loop paces staging; io.latency: no\n"}},
 		{"iocost never set up on the disk", func(d *Doctor) { d.IO = fakeIO{latency: true} },
 			[]string{"ok    io control     iocost: yes, used while staging; io.latency: yes; vda: qos never set up (off); model the kernel's auto model"}},
-		{"iocost with a model for the disk", func(d *Doctor) { d.In.IOCost, d.In.IOCostModelled = "with-model", []string{"vdb", "vda"} },
+		{"iocost with a model for the disk", func(d *Doctor) {
+			d.In.IOCost, d.In.IOCostModels = "with-model", map[string]iocost.Model{"vdb": {}, "vda": {}}
+		},
 			[]string{"ok    io control     iocost: yes, used while staging on vda (a model in staging.iocost_models); io.latency: no; vda: qos"}},
-		{"iocost with no model for the disk", func(d *Doctor) { d.In.IOCost, d.In.IOCostModelled = "with-model", []string{"vdb"} },
+		{"iocost with no model for the disk", func(d *Doctor) { d.In.IOCost, d.In.IOCostModels = "with-model", map[string]iocost.Model{"vdb": {}} },
 			[]string{`ok    io control     iocost: yes, not used (staging.iocost = "with-model" and staging.iocost_models has no model for vda): the write rate loop paces staging; io.latency: no; vda: qos`}},
 		{"iocost off", func(d *Doctor) { d.In.IOCost = "false" },
 			[]string{"ok    io control     iocost: yes, not used (staging.iocost = false); io.latency: no; vda: qos"}},

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/update-agent/update-agent/agent/iocost"
@@ -95,13 +94,7 @@ func (d Doctor) iocostDisks(disks []string) []string {
 	case "true":
 		return disks
 	case "with-model":
-		var on []string
-		for _, disk := range disks {
-			if slices.Contains(d.In.IOCostModelled, disk) {
-				on = append(on, disk)
-			}
-		}
-		return on
+		return iocost.Modelled(disks, d.In.IOCostModels)
 	}
 	return nil
 }

@@ -245,3 +245,15 @@ func RestoreModelLine(dev, prev string) (string, error) {
 	}
 	return m.Line(dev), nil
 }
+
+// Modelled are the disks models has a model for, in disks' order: where
+// staging.iocost = "with-model" puts iocost.
+func Modelled(disks []string, models map[string]Model) []string {
+	var on []string
+	for _, d := range disks {
+		if _, ok := models[d]; ok {
+			on = append(on, d)
+		}
+	}
+	return on
+}

@@ -1,6 +1,7 @@
 package iocost
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -159,5 +160,19 @@ func TestLines(t *testing.T) {
 	got := Lines("8:0 enable=0 ctrl=auto\n253:0 enable=1 ctrl=user rpct=95.00\n\n")
 	if len(got) != 2 || got["8:0"] != "enable=0 ctrl=auto" || got["253:0"] != "enable=1 ctrl=user rpct=95.00" {
 		t.Fatalf("Lines = %q", got)
+	}
+}
+
+func TestModelled(t *testing.T) {
+	models := map[string]Model{"vdb": {}, "nvme0n1": {}}
+	for _, tc := range []struct{ disks, want []string }{
+		{[]string{"vda", "vdb"}, []string{"vdb"}},
+		{[]string{"nvme0n1", "vdb"}, []string{"nvme0n1", "vdb"}},
+		{[]string{"vda"}, nil},
+		{nil, nil},
+	} {
+		if got := Modelled(tc.disks, models); !slices.Equal(got, tc.want) {
+			t.Errorf("Modelled(%v) = %v, want %v", tc.disks, got, tc.want)
+		}
 	}
 }

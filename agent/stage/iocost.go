@@ -54,7 +54,7 @@ func (s *Stager) iocostDisks(disks []string) []string {
 	}
 	on := disks
 	if s.o.IOCost.OnlyModelled {
-		on = modelled(disks, s.o.IOCost.Models)
+		on = iocost.Modelled(disks, s.o.IOCost.Models)
 		var without []string
 		for _, d := range disks {
 			if !slices.Contains(on, d) {
@@ -75,17 +75,6 @@ func (s *Stager) iocostDisks(disks []string) []string {
 	if err := s.iocost.Available(); err != nil {
 		s.log.Warn("iocost unavailable: the write rate loop paces staging instead", "err", err)
 		return nil
-	}
-	return on
-}
-
-// modelled are the disks models has a model for, in disks' order.
-func modelled(disks []string, models map[string]iocost.Model) []string {
-	var on []string
-	for _, d := range disks {
-		if _, ok := models[d]; ok {
-			on = append(on, d)
-		}
 	}
 	return on
 }

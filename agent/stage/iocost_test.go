@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -222,20 +221,6 @@ func TestRunWithModelOnly(t *testing.T) {
 			}
 			e.assertUndone(t)
 		})
-	}
-}
-
-func TestModelled(t *testing.T) {
-	models := map[string]iocost.Model{"vdb": {}, "nvme0n1": {}}
-	for _, tc := range []struct{ disks, want []string }{
-		{[]string{"vda", "vdb"}, []string{"vdb"}},
-		{[]string{"nvme0n1", "vdb"}, []string{"nvme0n1", "vdb"}},
-		{[]string{"vda"}, nil},
-		{nil, nil},
-	} {
-		if got := modelled(tc.disks, models); !slices.Equal(got, tc.want) {
-			t.Errorf("modelled(%v) = %v, want %v", tc.disks, got, tc.want)
-		}
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
 
 	"github.com/update-agent/update-agent/agent/doctor"
 	"github.com/update-agent/update-agent/agent/etcdclient"
@@ -52,7 +50,7 @@ func runDoctor(env *cmdEnv, args []string) error {
 			Username: cfg.Etcd.Username, MoveLeader: cfg.Leader.MoveLeader,
 			StateDir:        rooted(*root, cfg.Agent.StateDir),
 			FleetLockListen: cfg.FleetLock.Listen, FleetLockTLS: cfg.FleetLock.CertFile != "",
-			IOCost: cfg.Staging.IOCost.String(), IOCostModelled: slices.Sorted(maps.Keys(iocostOptions(cfg).Models)),
+			IOCost: cfg.Staging.IOCost.String(), IOCostModels: iocostOptions(cfg).Models,
 			EtcdIOLatencyTarget: cfg.Staging.EtcdIOLatencyTarget.D(),
 		},
 		OS:      &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}},
