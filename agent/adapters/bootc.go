@@ -58,6 +58,8 @@ func (o BootcOS) Status(ctx context.Context) (engine.OSStatus, error) {
 	s := engine.OSStatus{Booted: bootcDeployment(h.Status.Booted)}
 	if h.Status.Staged != nil {
 		sd := bootcDeployment(h.Status.Staged)
+		// downloadOnly is libostree's finalization lock as bootc reads it.
+		sd.Unlocked = !h.Status.Staged.DownloadOnly
 		s.Staged = &sd
 	}
 	return s, nil

@@ -25,6 +25,17 @@ type OS struct {
 	// Graph, when set (updates.source = "graph"), chooses the target from
 	// the update graph instead of `upgrade --check`.
 	Graph GraphSource
+	// Lock, when set, reads the staged deployment's finalization lock
+	// (rpmostree.FinalizationLock); rpm-ostree's status cannot tell.
+	Lock FinalizationLock
+	// Log receives what Lock could not tell.
+	Log *slog.Logger
+}
+
+// FinalizationLock says whether the staged deployment with this commit
+// checksum is still locked for finalization.
+type FinalizationLock interface {
+	Locked(ctx context.Context, checksum string) (bool, error)
 }
 
 // GraphSource chooses the update for the host st describes (graph.Source).
@@ -49,9 +60,27 @@ func (o OS) Status(ctx context.Context) (engine.OSStatus, error) {
 	s := engine.OSStatus{Booted: deployment(b)}
 	if d, ok := st.Staged(); ok {
 		sd := deployment(d)
+		sd.Unlocked = o.unlocked(ctx, d)
 		s.Staged = &sd
 	}
 	return s, nil
+}
+
+// unlocked: only what the host shows counts; a lock that cannot be read
+// is logged and taken as held (finalize-deployment still refuses an
+// unlocked one, and an error here would stop every step).
+func (o OS) unlocked(ctx context.Context, d rpmostree.Deployment) bool {
+	if o.Lock == nil {
+		return false
+	}
+	locked, err := o.Lock.Locked(ctx, d.Checksum)
+	if err != nil {
+		if o.Log != nil && ctx.Err() == nil {
+			o.Log.Warn("cannot tell whether the staged deployment is still locked for finalization", "checksum", d.Checksum, "err", err)
+		}
+		return false
+	}
+	return !locked
 }
 
 // Check asks rpm-ostree for an update.

@@ -51,6 +51,9 @@ type Agent struct {
 	// Bootc is the bootc binary (updates.backend "bootc", or "auto" on an
 	// image-mode host).
 	Bootc string `toml:"bootc"`
+	// Ostree is the ostree binary: `ostree admin status` tells whether the
+	// staged deployment is still locked for finalization.
+	Ostree string `toml:"ostree"`
 }
 
 // Update sources.
@@ -75,6 +78,11 @@ type Updates struct {
 	// Backend is the tool that stages and applies updates: BackendAuto,
 	// BackendRPMOstree or BackendBootc.
 	Backend string `toml:"backend"`
+	// MaskBootcTimer: the operator's consent to mask bootc's own update
+	// timer (bootc-fetch-apply-updates) until the next boot, at every
+	// start; without it the agent refuses to run while that timer is
+	// enabled or active (it would reboot the host without a slot).
+	MaskBootcTimer bool `toml:"mask_bootc_timer"`
 }
 
 // Update backends (updates.backend).
@@ -399,6 +407,7 @@ func Default() *Config {
 			NodeName:      "auto",
 			RPMOstree:     "/usr/bin/rpm-ostree",
 			Bootc:         "/usr/bin/bootc",
+			Ostree:        "/usr/bin/ostree",
 		},
 		Updates: Updates{
 			Enabled:     true,

@@ -174,6 +174,7 @@ func (k *checker) agent(a *Agent) {
 	}
 	k.absPath("agent.rpm_ostree", a.RPMOstree)
 	k.absPath("agent.bootc", a.Bootc)
+	k.absPath("agent.ostree", a.Ostree)
 }
 
 func (k *checker) updates(u *Updates) {

@@ -111,6 +111,12 @@ func (d *decider) onStageDone(ev StageDone) Action {
 		d.st.NextCheck = d.st.Failures[d.st.Target.Checksum].RetryAt
 		return d.idle().withFailure(act)
 	}
+	if s.Unlocked {
+		act := d.fail("stage", fmt.Errorf("staging left %s staged without its finalization lock: any reboot would apply it", s.Checksum))
+		d.st.Phase, d.st.Locked = state.Idle, ""
+		d.st.NextCheck = d.st.Failures[d.st.Target.Checksum].RetryAt
+		return Action{Kind: ActCleanup, Reason: "discarding " + s.Checksum + ": staged without its finalization lock"}.withFailure(act)
+	}
 	// The target is what got staged: an upgrade may have found a
 	// newer commit than the check did.
 	if s.Checksum != d.st.Target.Checksum {
@@ -264,7 +270,7 @@ func (d *decider) afterRestart() {
 
 // resumeStaging: a new process finds the record staging.
 func (d *decider) resumeStaging() Action {
-	if s := d.obs.OS.Staged; s != nil && s.Checksum == d.st.Target.Checksum {
+	if s := d.obs.OS.Staged; s != nil && s.Checksum == d.st.Target.Checksum && !s.Unlocked {
 		// Staging finished before the crash. Only our own locked
 		// staging can have made it: a staged deployment we did not
 		// make is discarded before staging starts.

@@ -133,7 +133,7 @@ func New(o Options) *Engine {
 		def time.Duration
 	}{
 		{&p.RecheckInterval, 30 * time.Second}, {&p.CheckInterval, 15 * time.Minute},
-		{&p.RebootTimeout, 10 * time.Minute}, {&p.Retry.Base, time.Minute}, {&p.Retry.Max, time.Hour},
+		{&p.RebootTimeout, 10 * time.Minute}, {&p.WatchStaged, time.Minute}, {&p.Retry.Base, time.Minute}, {&p.Retry.Max, time.Hour},
 	} {
 		if *d.v <= 0 {
 			*d.v = d.def

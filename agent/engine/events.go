@@ -197,6 +197,11 @@ type Policy struct {
 	RequireSafe bool
 	// RecheckInterval paces waits for etcd, quorum and health.
 	RecheckInterval time.Duration
+	// WatchStaged: while the update waits staged for the window, the
+	// host is looked at this often, so that a finalization lock someone
+	// else removed is seen and the deployment discarded before a reboot
+	// applies it; 0: only at the window and the checks.
+	WatchStaged time.Duration
 	// RebootTimeout: finalize succeeded but no reboot came by then
 	// (Obs.RebootWait, monotonic).
 	RebootTimeout time.Duration

@@ -18,6 +18,12 @@ type Deployment struct {
 	// checksum, or image digest).
 	Checksum string `json:"checksum"`
 	Version  string `json:"version,omitempty"`
+	// Unlocked (a staged deployment only): the host shows its finalization
+	// lock gone, so any reboot, planned or not, applies it. Someone other
+	// than the agent unlocked it when the agent has not finalized (bootc's
+	// update timer, `bootc upgrade`, `rpm-ostree finalize-deployment`).
+	// False when the adapter cannot tell.
+	Unlocked bool `json:"unlocked,omitempty"`
 }
 
 // OSStatus is rpm-ostree's status, reduced.

@@ -61,8 +61,8 @@ func (d *decider) onChecked(ev Checked) Action {
 // is in backoff or set aside: then the staged one stays.
 func (d *decider) checkedWhileStaged(ev Checked) Action {
 	switch {
-	case d.obs.OS.Staged == nil || d.obs.OS.Staged.Checksum != d.st.Locked:
-		return d.staged() // it vanished meanwhile: staged() knows what to do
+	case !d.stagedIsOurs():
+		return d.staged() // it vanished or was unlocked meanwhile: staged() knows what to do
 	case ev.Err != nil:
 		d.st.LastError = fmt.Sprintf("checking for a newer update: %v", ev.Err)
 		d.st.NextCheck = d.now.Add(d.pol.Retry.Delay(1, d.obs.Rand))
@@ -99,9 +99,18 @@ func (d *decider) stage() Action {
 
 // staged waits for the window with the update staged and locked.
 func (d *decider) staged() Action {
-	if s := d.obs.OS.Staged; s == nil || s.Checksum != d.st.Locked {
+	if d.stagedUnlocked() {
+		// Any reboot now applies it without a slot: discard it at once
+		// and stage the same target again, locked.
+		d.st.LastError = d.stagedChange()
+		d.st.Phase = state.Staging
+		act := d.stage()
+		act.Reason = d.st.LastError + "; " + act.Reason
+		return act
+	}
+	if !d.stagedIsOurs() {
 		d.st.Phase, d.st.Locked, d.st.NextCheck = state.Idle, "", d.now
-		d.st.LastError = "the staged deployment disappeared; staging again"
+		d.st.LastError = d.stagedChange() + "; staging again"
 		return d.idle()
 	}
 	if f := d.st.Failures[d.st.Target.Checksum]; f.SetAside {
@@ -121,10 +130,11 @@ func (d *decider) staged() Action {
 		if !next.After(d.now) { // a window that never opens: look again later
 			next = d.now.Add(d.pol.CheckInterval)
 		}
+		reason := "staged; waiting for the reboot window"
 		if d.st.NextCheck.Before(next) {
-			return d.wait(d.st.NextCheck, "staged; waiting for the reboot window; next check for a newer update")
+			next, reason = d.st.NextCheck, reason+"; next check for a newer update"
 		}
-		return d.wait(next, "staged; waiting for the reboot window")
+		return d.watchStaged(next, reason)
 	}
 	return Action{Kind: ActQueryOrder, Reason: "checking etcd leadership before queueing"}
 }
@@ -158,8 +168,9 @@ func (d *decider) onAdopted(ev Adopted) Action {
 		return d.verify()
 	case state.HoldingSlot:
 		if ev.Lease == LeaseHolding {
-			if s := d.obs.OS.Staged; s == nil || s.Checksum != d.st.Locked {
-				d.st.Phase = state.Releasing
+			if !d.stagedIsOurs() {
+				d.st.LastError = d.stagedChange()
+				d.st.Phase, d.st.Locked = state.Releasing, ""
 				return d.release()
 			}
 			// Hooks may have half run: check quorum and health, then run
@@ -186,9 +197,9 @@ func (d *decider) onPrechecked(ev Prechecked) Action {
 	case ev.SlotLost || !d.st.Queued:
 		d.st.LastError = "the reboot slot was lost before finalizing"
 		return d.backToStaged()
-	case d.obs.OS.Staged == nil || d.obs.OS.Staged.Checksum != d.st.Locked || d.st.Locked == "":
-		d.st.Phase = state.Releasing
-		d.st.LastError = "the staged deployment changed before finalizing"
+	case !d.stagedIsOurs():
+		d.st.LastError = d.stagedChange() + " before finalizing"
+		d.st.Phase, d.st.Locked = state.Releasing, ""
 		return d.release()
 	case ev.Refused && d.pol.RequireSafe:
 		// Waiting would not help (a 1- or 2-member cluster): give the
@@ -257,9 +268,9 @@ func (d *decider) onFenceDone(ev FenceDone) Action {
 		d.st.Phase = state.Releasing
 		d.st.LastError = "the reboot window closed before finalizing"
 		return d.release()
-	case d.obs.OS.Staged == nil || d.obs.OS.Staged.Checksum != d.st.Locked || d.st.Locked == "":
-		d.st.Phase = state.Releasing
-		d.st.LastError = "the staged deployment changed before finalizing"
+	case !d.stagedIsOurs():
+		d.st.LastError = d.stagedChange() + " before finalizing"
+		d.st.Phase, d.st.Locked = state.Releasing, ""
 		return d.release()
 	}
 	d.st.Phase = state.Finalizing
@@ -359,16 +370,52 @@ func (d *decider) release() Action {
 }
 
 // unlockedStaged: a deployment is staged that the agent does not hold
-// locked (finalized, someone else's, or about to be discarded).
+// locked (finalized, someone else's, unlocked behind its back, or about to
+// be discarded).
 func (d *decider) unlockedStaged() bool {
+	return d.obs.OS.Staged != nil && !d.stagedIsOurs()
+}
+
+// stagedIsOurs: the staged deployment is the one the agent locked, and the
+// host still shows it locked.
+func (d *decider) stagedIsOurs() bool {
 	s := d.obs.OS.Staged
-	return s != nil && (d.st.Locked == "" || s.Checksum != d.st.Locked)
+	return s != nil && d.st.Locked != "" && s.Checksum == d.st.Locked && !s.Unlocked
+}
+
+// stagedUnlocked: the deployment the agent staged locked is still staged,
+// but its lock is gone and the agent did not finalize it.
+func (d *decider) stagedUnlocked() bool {
+	s := d.obs.OS.Staged
+	return s != nil && d.st.Locked != "" && s.Checksum == d.st.Locked && s.Unlocked
+}
+
+// stagedChange says why the staged deployment is no longer the agent's.
+func (d *decider) stagedChange() string {
+	switch s := d.obs.OS.Staged; {
+	case s == nil:
+		return "the staged deployment disappeared"
+	case d.stagedUnlocked():
+		return fmt.Sprintf("staged deployment %s was unlocked outside the agent (bootc's update timer, `bootc upgrade`, "+
+			"`rpm-ostree finalize-deployment`?): any reboot would apply it without a reboot slot; discarding it", s.Checksum)
+	default:
+		return fmt.Sprintf("the staged deployment changed (%s staged, %s locked by the agent)", s.Checksum, d.st.Locked)
+	}
+}
+
+// watchStaged waits until at the latest, looking at the host every
+// WatchStaged meanwhile (stagedUnlocked).
+func (d *decider) watchStaged(until time.Time, reason string) Action {
+	if w := d.pol.WatchStaged; w > 0 && until.After(d.now.Add(w)) {
+		until = d.now.Add(w)
+	}
+	return d.wait(until, reason)
 }
 
 func (d *decider) released() Action {
 	s := d.obs.OS.Staged
 	switch {
-	case d.st.Locked != "" && s != nil && s.Checksum == d.st.Locked:
+	case d.stagedIsOurs():
 		d.st.Phase = state.Staged
 		return d.staged()
 	case s != nil && d.st.Phase != state.Idle:

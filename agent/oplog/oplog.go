@@ -42,6 +42,9 @@ type Runner struct {
 	// document): past MaxStdout the command fails with ErrStdoutTooLong,
 	// naming the bound, rather than hand over a cut document.
 	WholeStdout bool
+	// Quiet logs a successful run at debug level (a read polled every
+	// minute); failures are logged as always.
+	Quiet bool
 }
 
 // Result is what a finished command produced.
@@ -142,7 +145,11 @@ func (r Runner) RunInput(ctx context.Context, desc string, in []byte, argv ...st
 	} else if last.max <= 0 {
 		last.max = DefaultStdoutTail
 	}
-	log.Info("starting operation")
+	done := slog.LevelInfo
+	if r.Quiet {
+		done = slog.LevelDebug
+	}
+	log.Log(ctx, done, "starting operation")
 	start := time.Now()
 	err := cmd.Run()
 	res.Duration = time.Since(start)
@@ -180,7 +187,7 @@ func (r Runner) RunInput(ctx context.Context, desc string, in []byte, argv ...st
 			"stderr", strings.TrimSpace(stderr.String())}, dropped...)...)
 		return res, e
 	}
-	log.Info("operation done", append([]any{"duration", res.Duration}, dropped...)...)
+	log.Log(ctx, done, "operation done", append([]any{"duration", res.Duration}, dropped...)...)
 	return res, nil
 }
 

@@ -73,6 +73,9 @@ func runDaemon(env *cmdEnv, args []string) error {
 	// Before rpm-ostree is asked anything: a killed predecessor may have
 	// left rpm-ostreed frozen, and then status would never answer.
 	stage.RecoverAtStart(ctx, a.log, a.stagerPort.Recover)
+	if err := a.fenceOwners(ctx); err != nil {
+		return err
+	}
 	first, err := a.firstStatus(ctx, firstStatusTimeout)
 	if err != nil {
 		return err
@@ -101,9 +104,15 @@ func runDaemon(env *cmdEnv, args []string) error {
 	// The engine persists every step before taking it; on SIGTERM its
 	// running action is cancelled (staging: SIGINT to rpm-ostree, units
 	// thawed, policy undone) and the next start resumes from the record.
-	runErr := a.engine.Run(ctx)
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	go a.watchOwners(runCtx, stopRun)
+	runErr := a.engine.Run(runCtx)
 	notify.Stopping()
-	log.Info("update-agent stopping", "reason", fmt.Sprint(context.Cause(ctx)), "err", runErr)
+	log.Info("update-agent stopping", "reason", fmt.Sprint(context.Cause(runCtx)), "err", runErr)
+	if cause := context.Cause(runCtx); runErr == nil && isForeignUpdater(cause) {
+		return cause
+	}
 	return runErr
 }
 

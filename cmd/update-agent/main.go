@@ -13,6 +13,7 @@ import (
 
 	"github.com/update-agent/update-agent/agent/adapters"
 	"github.com/update-agent/update-agent/agent/etcdclient"
+	"github.com/update-agent/update-agent/agent/owner"
 )
 
 // Exit codes: distinct so that systemd and scripts can tell them apart.
@@ -23,11 +24,13 @@ const (
 	// exitWaiting: doctor found nothing wrong, but reboots are held now.
 	exitWaiting   = 3
 	exitBadConfig = 78 // EX_CONFIG from sysexits.h; RestartPreventExitStatus in the unit
-	// exitForeignDriver: another update driver (zincati) owns this host;
-	// like a bad configuration, restarting cannot fix it (also in
-	// RestartPreventExitStatus).
+	// exitForeignDriver: another update driver (zincati) owns this host,
+	// or bootc's own updater can reboot it; like a bad configuration,
+	// restarting cannot fix it (also in RestartPreventExitStatus).
 	exitForeignDriver = 79
 )
+
+func isForeignUpdater(err error) bool { return errors.Is(err, owner.ErrForeignUpdater) }
 
 // version is stamped at build time with -ldflags "-X main.version=...".
 var version = "0.0.0-dev"
@@ -93,7 +96,7 @@ func exitCode(err error, stderr io.Writer) int {
 		// A TLS or password file found bad only when the client is built
 		// is still a configuration error: systemd must not restart into it.
 		return exitBadConfig
-	case errors.Is(err, adapters.ErrForeignDriver):
+	case errors.Is(err, adapters.ErrForeignDriver), isForeignUpdater(err):
 		return exitForeignDriver
 	default:
 		return exitFailure

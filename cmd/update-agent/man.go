@@ -65,7 +65,7 @@ doctor found nothing wrong, but the cluster holds reboots now (an etcd alarm, an
 The configuration cannot be loaded (the message names the file and key); systemd does not restart the daemon.
 .TP
 .B %d
-Another update driver (zincati) owns rpm-ostree on this host; systemd does not restart the daemon.
+Another update driver (zincati) owns rpm-ostree on this host, or bootc's own updater (bootc-fetch-apply-updates.timer) can reboot it without a slot (updates.mask_bootc_timer); systemd does not restart the daemon.
 `, exitOK, exitFailure, exitUsage, exitWaiting, exitBadConfig, exitForeignDriver)
 	b.WriteString(`.SH FILES
 .TP

@@ -21,6 +21,8 @@ import (
 	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/metrics"
+	"github.com/update-agent/update-agent/agent/oplog"
+	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/agent/stage"
 	"github.com/update-agent/update-agent/agent/state"
 )
@@ -89,7 +91,8 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 	a.metrics = metrics.New(version)
 
 	client := newClient(cfg, a.log)
-	a.os = adapters.OS{Client: client}
+	a.os = adapters.OS{Client: client, Log: a.log, Lock: rpmostree.FinalizationLock{
+		Ostree: cfg.Agent.Ostree, Runner: oplog.Runner{Log: a.log}, LegacyFile: rooted(root, rpmostree.LegacyLockFile)}}
 	if cfg.Updates.Source == config.SourceImage {
 		a.os.Image = cfg.Updates.Image
 	}

@@ -1,0 +1,95 @@
+package owner
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/update-agent/update-agent/agent/systemd"
+)
+
+func unit(name, load, file, active string) systemd.UnitFile {
+	return systemd.UnitFile{Name: name, LoadState: load, UnitFileState: file, ActiveState: active}
+}
+
+const timer, service = "bootc-fetch-apply-updates.timer", "bootc-fetch-apply-updates.service"
+
+func TestLive(t *testing.T) {
+	for _, c := range []struct {
+		u    systemd.UnitFile
+		live bool
+	}{
+		{unit(timer, "loaded", "enabled", "active"), true},      // a Fedora bootc image as shipped
+		{unit(timer, "loaded", "enabled", "inactive"), true},    // enabled, not yet started: starts at the next boot
+		{unit(timer, "loaded", "disabled", "active"), true},     // started by hand
+		{unit(service, "loaded", "static", "activating"), true}, // the upgrade running now
+		{unit(timer, "loaded", "enabled-runtime", "active"), true},
+		{unit(timer, "loaded", "disabled", "inactive"), false},
+		{unit(service, "loaded", "static", "inactive"), false}, // only its timer starts it
+		{unit(timer, "masked", "masked", "inactive"), false},
+		{unit(timer, "masked", "masked-runtime", "inactive"), false},
+		{unit(timer, "not-found", "", "inactive"), false}, // not an image-mode host
+	} {
+		if got := Live(c.u); got != c.live {
+			t.Errorf("Live(%+v) = %v, want %v", c.u, got, c.live)
+		}
+	}
+}
+
+func TestDecide(t *testing.T) {
+	shipped := []systemd.UnitFile{unit(timer, "loaded", "enabled", "active"), unit(service, "loaded", "static", "inactive")}
+	masked := []systemd.UnitFile{unit(timer, "masked", "masked", "inactive"), unit(service, "masked", "masked", "inactive")}
+	absent := []systemd.UnitFile{unit(timer, "not-found", "", "inactive"), unit(service, "not-found", "", "inactive")}
+
+	v := Decide(shipped, false)
+	if !errors.Is(v.Err, ErrForeignUpdater) || v.Mask || len(v.Live) != 1 {
+		t.Fatalf("timer enabled, no consent: %+v, want a refusal naming the timer", v)
+	}
+	for _, want := range []string{timer + " (enabled, active)", "systemctl mask --now", "updates.mask_bootc_timer"} {
+		if !strings.Contains(v.Err.Error(), want) {
+			t.Errorf("refusal %q does not say %q", v.Err, want)
+		}
+	}
+	if v := Decide(shipped, true); v.Err != nil || !v.Mask {
+		t.Errorf("timer enabled, consent: %+v, want it masked", v)
+	}
+	for name, us := range map[string][]systemd.UnitFile{"masked": masked, "absent": absent} {
+		for _, consent := range []bool{false, true} {
+			if v := Decide(us, consent); v.Err != nil || v.Mask || len(v.Live) != 0 {
+				t.Errorf("%s, consent %v: %+v, want nothing to do", name, consent, v)
+			}
+		}
+	}
+}
+
+type fakeUnits struct {
+	units  map[string]systemd.UnitFile
+	masked []string
+}
+
+func (f *fakeUnits) UnitFile(_ context.Context, n string) (systemd.UnitFile, error) {
+	if u, ok := f.units[n]; ok {
+		return u, nil
+	}
+	return unit(n, "not-found", "", "inactive"), nil
+}
+
+func (f *fakeUnits) MaskRuntime(_ context.Context, us ...string) error {
+	f.masked = append(f.masked, us...)
+	return nil
+}
+
+// TestFenceMasksBoth: with consent both units are masked, the service too
+// (the timer triggers it); without it nothing is touched.
+func TestFenceMasksBoth(t *testing.T) {
+	live := map[string]systemd.UnitFile{timer: unit(timer, "loaded", "enabled", "active")}
+	f := &fakeUnits{units: live}
+	if v, err := Fence(context.Background(), f, false); err != nil || v.Err == nil || len(f.masked) != 0 {
+		t.Fatalf("no consent: %+v, %v, masked %v; want a refusal and nothing masked", v, err, f.masked)
+	}
+	if v, err := Fence(context.Background(), f, true); err != nil || v.Err != nil || !slices.Equal(f.masked, BootcUnits) {
+		t.Fatalf("consent: %+v, %v, masked %v; want %v masked", v, err, f.masked, BootcUnits)
+	}
+}
