@@ -76,3 +76,44 @@ func TestBootcCycle(t *testing.T) {
 		t.Errorf("rollback %s, want the old booted %s", h.Status.Rollback.Digest(), booted)
 	}
 }
+
+// TestBootcUnlockedBehindTheAgent: someone runs `bootc upgrade` (what
+// bootc's own timer does, without --apply here) after the agent staged
+// download-only: the staged update is now unlocked and any reboot would
+// apply it without a slot. The agent, waiting for its window, sees the lock
+// gone, discards the deployment and stages it again download-only; an
+// orderly reboot then keeps the booted image.
+func TestBootcUnlockedBehindTheAgent(t *testing.T) {
+	t.Parallel()
+	a := newSolo(t)
+	c := bootcHost(a)
+	a.env.Publish(a.env.Ref, 1)
+	a.start()
+	a.wait("staged and locked", func(s engine.Snapshot) bool {
+		return s.State.Phase == state.Staged && s.OS.Staged != nil && s.State.Locked == s.OS.Staged.Checksum
+	})
+	target := a.eng.Snapshot().State.Locked
+	booted := a.eng.Snapshot().OS.Booted.Checksum
+
+	if out, stderr, code := a.env.Bootc(nil, "upgrade"); code != 0 || !strings.Contains(out, "will now be applied on reboot") {
+		t.Fatalf("bootc upgrade: exit %d, %q %q; want the staged update unlocked", code, out, stderr)
+	}
+	a.wait("the unlocked deployment discarded", func(engine.Snapshot) bool {
+		return strings.Contains(a.logb.String(), "unlocked outside the agent")
+	})
+	a.waitStaged(target)
+	a.wait("staged download-only again", func(s engine.Snapshot) bool {
+		st := bootcStaged(t, c)
+		return st != nil && st.Digest() == target && st.DownloadOnly && !s.OS.Staged.Unlocked
+	})
+
+	a.stop()
+	a.env.PlannedReboot()
+	h, err := c.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Status.Booted.Digest(); got != booted {
+		t.Fatalf("an orderly reboot without the slot booted %s, want the old %s: the unlocked update was applied", got, booted)
+	}
+}

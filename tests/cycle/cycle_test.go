@@ -99,7 +99,8 @@ func (a *solo) start() {
 	a.eng = engine.New(engine.Options{OS: os_, Stager: stager,
 		Store: state.Store{Dir: a.dir}, BootID: func() (string, error) { return b, nil }, Log: a.log, Gates: a.gates,
 		Policy: engine.Policy{CheckInterval: 200 * time.Millisecond, Retry: engine.Backoff{Base: time.Second, Max: time.Second},
-			MaxFailures: 3, Window: &a.win, RecheckInterval: 200 * time.Millisecond, RebootTimeout: time.Minute}})
+			MaxFailures: 3, Window: &a.win, RecheckInterval: 200 * time.Millisecond, RebootTimeout: time.Minute,
+			WatchStaged: 200 * time.Millisecond}})
 	var ctx context.Context
 	ctx, a.cancel = context.WithCancel(context.Background())
 	a.done = make(chan error, 1)
