@@ -194,6 +194,9 @@ type Doctor struct {
 	// Backend, when set, adds the update backend's line: which one
 	// (updates.backend resolved on this host), why, and what it reads.
 	Backend func(ctx context.Context) (string, error)
+	// Owners, when set, adds the line of the host's other updaters that
+	// could reboot it without a slot (bootc's timer: agent/owner).
+	Owners func(ctx context.Context) (string, error)
 	// Updates, when set, adds updates.source's line (for the update graph:
 	// its reachability and the booted release's place in it).
 	Updates Updates
@@ -247,6 +250,9 @@ func (d Doctor) Run(ctx context.Context) Report {
 	add("rpm-ostree", d.rpmOstree)
 	if d.Backend != nil {
 		add("backend", d.Backend)
+	}
+	if d.Owners != nil {
+		add("bootc updater", d.Owners)
 	}
 	if d.Updates != nil {
 		add("update source", d.Updates.Check)

@@ -126,3 +126,24 @@ func Fence(ctx context.Context, c Units, consent bool) (Verdict, error) {
 	}
 	return v, nil
 }
+
+// Describe is doctor's line for bootc's updater: what it found and what the
+// daemon does about it; an error is a refusal (the daemon would exit 79).
+func Describe(units []systemd.UnitFile, consent bool) (string, error) {
+	v := Decide(units, consent)
+	var states []string
+	for _, u := range units {
+		st := u.UnitFileState
+		if st == "" {
+			st = u.LoadState
+		}
+		states = append(states, fmt.Sprintf("%s %s, %s", u.Name, st, u.ActiveState))
+	}
+	switch {
+	case v.Err != nil:
+		return "", v.Err
+	case v.Mask:
+		return strings.Join(states, "; ") + ": the daemon masks them until each next boot (updates.mask_bootc_timer = true)", nil
+	}
+	return strings.Join(states, "; ") + ": nothing else reboots this host on a schedule", nil
+}

@@ -93,3 +93,17 @@ func TestFenceMasksBoth(t *testing.T) {
 		t.Fatalf("consent: %+v, %v, masked %v; want %v masked", v, err, f.masked, BootcUnits)
 	}
 }
+
+func TestDescribe(t *testing.T) {
+	shipped := []systemd.UnitFile{unit(timer, "loaded", "enabled", "active"), unit(service, "loaded", "static", "inactive")}
+	absent := []systemd.UnitFile{unit(timer, "not-found", "", "inactive")}
+	if _, err := Describe(shipped, false); !errors.Is(err, ErrForeignUpdater) {
+		t.Errorf("enabled without consent: %v, want a FAIL", err)
+	}
+	if s, err := Describe(shipped, true); err != nil || !strings.Contains(s, "masks them until each next boot") {
+		t.Errorf("enabled with consent: %q, %v", s, err)
+	}
+	if s, err := Describe(absent, false); err != nil || !strings.Contains(s, timer+" not-found, inactive") {
+		t.Errorf("absent: %q, %v", s, err)
+	}
+}

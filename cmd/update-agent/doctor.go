@@ -78,6 +78,7 @@ func runDoctor(env *cmdEnv, args []string) error {
 	}
 	d.Gates = chk
 	d.Backend = func(ctx context.Context) (string, error) { return describeBackend(ctx, cfg, log) }
+	d.Owners = func(ctx context.Context) (string, error) { return describeOwners(ctx, cfg) }
 	rep := d.Run(context.Background())
 	if err := rep.Write(env.stdout); err != nil {
 		return err

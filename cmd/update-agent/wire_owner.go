@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/agent/owner"
 	"github.com/update-agent/update-agent/agent/systemd"
 )
@@ -73,4 +74,19 @@ func (a *agent) watchOwners(ctx context.Context, stop context.CancelCauseFunc) {
 			a.log.Warn("looking at bootc's updater", "err", err)
 		}
 	}
+}
+
+// describeOwners is doctor's "bootc updater" line. Without systemd on the
+// system bus (not a host the daemon runs on) it says it could not look.
+func describeOwners(ctx context.Context, cfg *config.Config) (string, error) {
+	conn, err := systemd.Dial(ctx)
+	if err != nil {
+		return "not checked: " + err.Error(), nil
+	}
+	defer conn.Close()
+	us, err := owner.Read(ctx, conn)
+	if err != nil {
+		return "", err
+	}
+	return owner.Describe(us, cfg.Updates.MaskBootcTimer)
 }
