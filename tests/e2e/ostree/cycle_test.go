@@ -64,7 +64,10 @@ timeout = "30s"
 //     is in it too) with ostree, locked for finalization, and holds at its
 //     reboot gate; an unplanned `systemctl reboot` boots the old deployment
 //     (ostree's shutdown hook does not finalize a locked deployment);
-//  3. the agent stages again, the gate opens, it takes the slot in etcd,
+//  3. the agent stages again; the finalization lock removed behind it
+//     (libostree's lock file), it discards the deployment and stages it
+//     locked once more (read through ostree admin status);
+//     the gate opens, it takes the slot in etcd,
 //     finalizes and reboots: the target boots, the old one is the rollback,
 //     the agent releases the slot.
 //
@@ -141,9 +144,18 @@ func TestOstreeAgentCycle(t *testing.T) {
 	}
 	phase("the unplanned reboot booted the old deployment")
 
-	// 3. Staged again; the gate opens: the agent finalizes and reboots.
+	// 3. Staged again. Someone removes the finalization lock behind the
+	// agent (what `ostree admin unlock`-like tools and bootc upgrade do):
+	// the agent, held at its gate, sees it through ostree itself and
+	// discards the deployment, then stages it locked once more.
 	waitStaged(t, ctx, g, target, 20*time.Minute)
 	phase("the agent staged " + target + " again")
+	g.MustRun(t, "rm /run/ostree/staged-deployment-locked")
+	waitJournal(t, ctx, g, "was unlocked outside the agent", 10*time.Minute)
+	waitStaged(t, ctx, g, target, 20*time.Minute)
+	phase("the agent discarded the unlocked deployment and staged it locked again")
+
+	// The gate opens: the agent finalizes and reboots.
 	if err := g.RebootWith(ctx, "rm "+holdFile); err != nil {
 		t.Fatal(err)
 	}
@@ -259,4 +271,28 @@ func waitReleased(t *testing.T, ctx context.Context, g *guest.Guest, limit time.
 		}
 		time.Sleep(5 * time.Second)
 	}
+}
+
+// waitJournal waits until the agent's journal of this boot contains text.
+func waitJournal(t *testing.T, ctx context.Context, g *guest.Guest, text string, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		out, _, _, _ := g.Run(ctx, "journalctl -u update-agent -b --no-pager -o cat")
+		if strings.Contains(out, text) {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("the agent's journal does not say %q within %s; its tail:\n%s", text, limit, tailLines(out, 30))
+		}
+		time.Sleep(5 * time.Second)
+	}
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
