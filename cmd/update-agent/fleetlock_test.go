@@ -131,7 +131,7 @@ client_ca_file = "/etc/fl/ca.pem"
 	}
 
 	code, out, errOut := runIn("lock", "status", "--root", root)
-	if code != exitOK || !strings.Contains(out, "fleetlock:worker-1 (FleetLock client)") ||
+	if code != exitOK || !strings.Contains(out, "fleetlock:worker-1 (FleetLock client) from 127.0.0.9 cert CN=") ||
 		!strings.Contains(out, "fleetlock:worker-2 (FleetLock client)") {
 		t.Errorf("lock status: exit %d\n%s%s", code, out, errOut)
 	}
@@ -139,7 +139,8 @@ client_ca_file = "/etc/fl/ca.pem"
 	code, out, _ = runIn("lock", "status", "--root", root, "--json")
 	var gs []lock.GroupStatus
 	if err := json.Unmarshal([]byte(out), &gs); code != exitOK || err != nil || len(gs) != 1 || len(gs[0].Holders) != 1 ||
-		gs[0].Holders[0].Kind != lock.KindFleetLock || gs[0].Holders[0].Node != "fleetlock:worker-1" {
+		gs[0].Holders[0].Kind != lock.KindFleetLock || gs[0].Holders[0].Node != "fleetlock:worker-1" ||
+		gs[0].Holders[0].Client == nil || gs[0].Holders[0].Client.Addr != "127.0.0.9" {
 		t.Errorf("lock status --json: exit %d, %v\n%s", code, err, out)
 	}
 
