@@ -36,7 +36,7 @@ func (s *Server) admit(ctx context.Context, p Params, c Client) *Error {
 		s.log.Error("FleetLock: reading etcd members", "id", p.ID, "group", p.Group, "err", err)
 		return errorf(KindFailedLock, "%v", err)
 	}
-	m, err := v.MemberOf(p.ID, c.Addr)
+	m, err := v.MemberOf(p.ID, MemberAddr(c.Addr, s.o.Proxies))
 	if err != nil {
 		s.log.Error("FleetLock client refused: it may be an etcd member", "id", p.ID, "group", p.Group, "client", c.String(), "err", err)
 		return errorf(KindFailedLock, "client %s: %v; refused until every member URL host name resolves", p.ID, err)

@@ -86,3 +86,25 @@ func TestMemberCheckCached(t *testing.T) {
 		t.Errorf("%d lookups after the cache period, want 2", n)
 	}
 }
+
+// TestProxyNotMember: a proxy on a member's host (here the test members'
+// 127.0.0.1) makes every worker behind it look like that member; listed
+// in Proxies, its requests are checked by id only.
+func TestProxyNotMember(t *testing.T) {
+	f := newFixture(t, 1)
+	_, hs := f.server(f.opts(2))
+	pre := fleetlock.PathPreReboot
+	if a := postFrom(t, "127.0.0.1", hs.URL, pre, "worker-1", "default"); a.Kind != "client_is_etcd_member" {
+		t.Fatalf("from the member's address without proxies: %+v; want refused as a member", a)
+	}
+	o := f.opts(2)
+	o.Proxies = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+	_, hs = f.server(o)
+	if a := postFrom(t, "127.0.0.1", hs.URL, pre, "worker-1", "default"); !a.ok() {
+		t.Errorf("a worker through the listed proxy: %+v", a)
+	}
+	name := f.c.Members[0].Name
+	if a := postFrom(t, "127.0.0.1", hs.URL, pre, name, "default"); a.Kind != "client_is_etcd_member" {
+		t.Errorf("member %s by id through the proxy: %+v; want refused", name, a)
+	}
+}

@@ -84,6 +84,23 @@ func (v MemberView) MemberOf(id, addr string) (string, error) {
 	return "", nil
 }
 
+// MemberAddr is the client address the member check compares: none for a
+// request from a listed proxy (fleetlock.proxies), which may run on a
+// member host and forwards workers; its clients are checked by id only.
+func MemberAddr(addr string, proxies []netip.Addr) string {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	ip = ip.Unmap().WithZone("")
+	for _, p := range proxies {
+		if p.Unmap().WithZone("") == ip {
+			return ""
+		}
+	}
+	return addr
+}
+
 func (v MemberView) resolution(name string) (etcdmember.Resolution, bool) {
 	name = strings.ToLower(name)
 	for _, r := range v.Resolved {

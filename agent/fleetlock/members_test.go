@@ -101,3 +101,22 @@ func TestMemberOfUnresolved(t *testing.T) {
 		}
 	}
 }
+
+func TestMemberAddr(t *testing.T) {
+	proxies := addrs("10.0.0.1", "fd00::1")
+	for _, tc := range []struct{ addr, want string }{
+		{"10.0.0.9", "10.0.0.9"},
+		{"10.0.0.1", ""},
+		{"::ffff:10.0.0.1", ""},
+		{"fd00::1%eth0", ""},
+		{"fd00::2", "fd00::2"},
+		{"not-an-ip", "not-an-ip"},
+	} {
+		if got := MemberAddr(tc.addr, proxies); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.addr, got, tc.want)
+		}
+	}
+	if got := MemberAddr("10.0.0.1", nil); got != "10.0.0.1" {
+		t.Errorf("no proxies: got %q", got)
+	}
+}

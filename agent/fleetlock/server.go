@@ -71,9 +71,12 @@ type Options struct {
 	// LookupHost resolves the host names of the members' URLs for the
 	// member check (nil: etcdmember.LookupHost, as the agent's own check).
 	LookupHost func(ctx context.Context, name string) ([]netip.Addr, error)
-	Clock      clockwork.Clock // nil: the real clock
-	Log        *slog.Logger
-	Metrics    Metrics // may be nil
+	// Proxies are fleetlock.proxies: a request from one is not taken for
+	// the member on its host (see MemberAddr).
+	Proxies []netip.Addr
+	Clock   clockwork.Clock // nil: the real clock
+	Log     *slog.Logger
+	Metrics Metrics // may be nil
 }
 
 // Server answers FleetLock requests from the semaphore in etcd.

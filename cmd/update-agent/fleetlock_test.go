@@ -302,6 +302,28 @@ func TestFleetLockReadsBounds(t *testing.T) {
 	}
 }
 
+// TestFleetLockReadsProxies: fleetlock.proxies reaches the server: a
+// worker through a proxy on the member's host (the test etcd's 127.0.0.1)
+// is served, not refused as that member.
+func TestFleetLockReadsProxies(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	cfg := config.Default()
+	cfg.Lock.Enabled = false
+	cfg.Etcd.Endpoints = []string{c.Members[0].ClientURL}
+	cfg.FleetLock.Listen = freeAddr(t)
+	cfg.FleetLock.Proxies = []string{"127.0.0.1"}
+	a := &agent{cfg: cfg, root: t.TempDir(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: metrics.New(version)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := a.serveFleetLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	local := &http.Client{Timeout: 10 * time.Second}
+	if code, body, err := fleetLockPost(local, "http://"+cfg.FleetLock.Listen+"/v1/pre-reboot", "worker-1"); err != nil || code != http.StatusOK {
+		t.Fatalf("a worker through the proxy on 127.0.0.1: %d %s %v", code, body, err)
+	}
+}
+
 // TestFleetLockServesWorkerGroups: [[fleetlock.groups]] reach the daemon's
 // server: a zincati-only group with its own slots and allow-list, served
 // beside lock.group.
