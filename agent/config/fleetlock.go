@@ -31,6 +31,11 @@ type FleetLock struct {
 	// that may queue.
 	AllowIDs      []string `toml:"allow_ids"`
 	AllowNetworks []string `toml:"allow_networks"`
+	// Proxies are addresses of proxies (or NAT) in front of the server
+	// that run on etcd member hosts: the member check does not take a
+	// request from one for that member's own (it would refuse every
+	// worker behind it). Their clients are then told apart by id alone.
+	Proxies []string `toml:"proxies"`
 	// Groups are groups of zincati clients only, served besides
 	// lock.group, each with its slots: workers that keep zincati take
 	// turns among themselves, not in the control plane's slots. Every
@@ -50,6 +55,19 @@ type FleetLockGroup struct {
 // Networks parses AllowNetworks (validated at load).
 func (f FleetLock) Networks() ([]netip.Prefix, error) {
 	return parseNetworks("fleetlock.allow_networks", f.AllowNetworks)
+}
+
+// ProxyAddrs parses Proxies (validated at load).
+func (f FleetLock) ProxyAddrs() ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, p := range f.Proxies {
+		a, err := netip.ParseAddr(p)
+		if err != nil {
+			return nil, fmt.Errorf("fleetlock.proxies: %w", err)
+		}
+		out = append(out, a.Unmap())
+	}
+	return out, nil
 }
 
 // Networks parses the group's AllowNetworks (validated at load).
@@ -75,6 +93,11 @@ func (k *checker) fleetLock(f *FleetLock) {
 		k.fail("fleetlock.max_waiters", "must be >= 0 (0: no bound), got %d", f.MaxWaiters)
 	}
 	k.allowList("fleetlock.", f.AllowIDs, f.AllowNetworks)
+	for _, p := range f.Proxies {
+		if a, err := netip.ParseAddr(p); err != nil || a.Zone() != "" {
+			k.fail("fleetlock.proxies", "%q is not an IP address like \"10.0.0.5\" or \"fd00::5\" (one address, not a range)", p)
+		}
+	}
 	seen := map[string]bool{}
 	for i, g := range f.Groups {
 		key := fmt.Sprintf("fleetlock.groups[%d].", i)

@@ -21,6 +21,8 @@ func TestFleetLockRules(t *testing.T) {
 		{"[fleetlock]\nmax_waiters = -1", "fleetlock.max_waiters", `must be >= 0 (0: no bound), got -1`},
 		{"[fleetlock]\nallow_networks = [\"10.0.0.0/24\", \"10.0.0.300/24\"]", "fleetlock.allow_networks", `"10.0.0.300/24" is not a CIDR`},
 		{"[fleetlock]\nallow_networks = [\"10.0.0.1\"]", "fleetlock.allow_networks", `"10.0.0.1" is not a CIDR`},
+		{"[fleetlock]\nproxies = [\"10.0.0.0/24\"]", "fleetlock.proxies", `"10.0.0.0/24" is not an IP address`},
+		{"[fleetlock]\nproxies = [\"proxy.example\"]", "fleetlock.proxies", `"proxy.example" is not an IP address`},
 		{"[fleetlock]\nallow_ids = [\"a/b\"]", "fleetlock.allow_ids", `"a/b" is not a FleetLock client id`},
 		{"[fleetlock]\nallow = [\"a\"]", "fleetlock.allow", `unknown key`},
 		{"[fleetlock]\ncert_file = \"/etc/present.pem\"\nkey_file = \"/etc/present.pem\"", "fleetlock.key_file", `"/etc/present.pem" and fleetlock.cert_file "/etc/present.pem" are not a matching PEM key pair`},
@@ -46,7 +48,7 @@ func TestFleetLockValid(t *testing.T) {
 	root := writeTree(t, map[string]string{
 		etcDir + "50-x.toml": "[fleetlock]\nlisten = \":8443\"\ncert_file = \"/etc/c.pem\"\nkey_file = \"/etc/k.pem\"\n" +
 			"client_ca_file = \"/etc/ca.pem\"\nmax_hold = \"90m\"\nmax_waiters = 10\n" +
-			"allow_ids = [\"w1\"]\nallow_networks = [\"10.0.0.0/24\", \"fd00::/64\"]\n",
+			"allow_ids = [\"w1\"]\nallow_networks = [\"10.0.0.0/24\", \"fd00::/64\"]\nproxies = [\"10.0.0.5\", \"fd00::5\"]\n",
 		"/etc/c.pem": pems.cert, "/etc/k.pem": pems.key, "/etc/ca.pem": pems.cert,
 		usrDir + "00-defaults.toml": "",
 	})
@@ -61,8 +63,11 @@ func TestFleetLockValid(t *testing.T) {
 	if n, err := c.FleetLock.Networks(); err != nil || len(n) != 2 || n[0].String() != "10.0.0.0/24" {
 		t.Errorf("networks %v %v", n, err)
 	}
+	if p, err := c.FleetLock.ProxyAddrs(); err != nil || len(p) != 2 || p[1].String() != "fd00::5" {
+		t.Errorf("proxies %v %v", p, err)
+	}
 	if d := Default().FleetLock; d.Listen != "" || d.MaxHold.D() != 2*time.Hour || d.MaxWaiters != 64 ||
-		len(d.AllowIDs)+len(d.AllowNetworks) != 0 {
+		len(d.AllowIDs)+len(d.AllowNetworks)+len(d.Proxies) != 0 {
 		t.Errorf("defaults %+v: want off, max_hold 2h, max_waiters 64, no allow-list", d)
 	}
 }

@@ -498,7 +498,7 @@ func Default() *Config {
 			Listen: "unix:/run/update-agent/metrics.sock",
 		},
 		FleetLock: FleetLock{MaxHold: Duration(2 * time.Hour), MaxWaiters: 64, AllowIDs: []string{}, AllowNetworks: []string{},
-			Groups: []FleetLockGroup{}},
+			Proxies: []string{}, Groups: []FleetLockGroup{}},
 		Identity: Identity{Group: "default", RolloutWariness: WarinessAuto},
 	}
 }

@@ -86,9 +86,7 @@ func New(cli *clientv3.Client, o Options) *Cluster {
 		o.Hostname = os.Hostname
 	}
 	if o.LookupHost == nil {
-		o.LookupHost = func(ctx context.Context, name string) ([]netip.Addr, error) {
-			return net.DefaultResolver.LookupNetIP(ctx, "ip", name)
-		}
+		o.LookupHost = LookupHost
 	}
 	if o.ProcRoot == "" {
 		o.ProcRoot = "/proc"
@@ -215,9 +213,22 @@ func (c *Cluster) host(ctx context.Context, members []Member) (Host, error) {
 
 // resolve looks name up under the call timeout.
 func (c *Cluster) resolve(ctx context.Context, name string) Resolution {
-	ctx, cancel := context.WithTimeout(ctx, c.o.CallTimeout)
+	return Resolve(ctx, c.o.LookupHost, name, c.o.CallTimeout)
+}
+
+// LookupHost resolves name as this host does (/etc/hosts, then DNS): the
+// default of Options.LookupHost.
+func LookupHost(ctx context.Context, name string) ([]netip.Addr, error) {
+	return net.DefaultResolver.LookupNetIP(ctx, "ip", name)
+}
+
+// Resolve looks name up with lookup within timeout: every address, IPv4 and
+// IPv6. No address is an error; FleetLock's member check resolves with it
+// too, so both take a name the same way.
+func Resolve(ctx context.Context, lookup func(context.Context, string) ([]netip.Addr, error), name string, timeout time.Duration) Resolution {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	addrs, err := c.o.LookupHost(ctx, name)
+	addrs, err := lookup(ctx, name)
 	if err == nil && len(addrs) == 0 {
 		err = errors.New("no addresses")
 	}

@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"slices"
 	"strings"
 )
@@ -107,47 +106,4 @@ func (a Allow) Admits(id, addr string) string {
 		}
 	}
 	return "address " + addr + " is not in fleetlock.allow_networks"
-}
-
-// Member is what the member check needs of an etcd member.
-type Member struct {
-	Name     string
-	PeerURLs []string
-	// ClientURLs are the member's client URLs.
-	ClientURLs []string
-}
-
-// MemberOf names the etcd member that a client id from addr is ("" when
-// none): its id is a member's name or URL host, or its address is a
-// member's URL host. Such a client would reboot a member outside the
-// member slot and the quorum guard, which only agents take. Host names in
-// URLs are compared as written, not resolved.
-func MemberOf(id, addr string, members []Member) string {
-	ip, ipErr := netip.ParseAddr(addr)
-	for _, m := range members {
-		if m.Name != "" && strings.EqualFold(id, m.Name) {
-			return m.Name
-		}
-		for _, raw := range append(slices.Clone(m.PeerURLs), m.ClientURLs...) {
-			u, err := url.Parse(raw)
-			if err != nil || u.Hostname() == "" {
-				continue
-			}
-			host := u.Hostname()
-			if strings.EqualFold(id, host) {
-				return memberName(m, raw)
-			}
-			if h, err := netip.ParseAddr(host); err == nil && ipErr == nil && h.Unmap() == ip.Unmap() {
-				return memberName(m, raw)
-			}
-		}
-	}
-	return ""
-}
-
-func memberName(m Member, url string) string {
-	if m.Name != "" {
-		return m.Name
-	}
-	return url
 }

@@ -50,28 +50,6 @@ func TestAdmits(t *testing.T) {
 	}
 }
 
-func TestMemberOf(t *testing.T) {
-	ms := []Member{
-		{Name: "cp1", PeerURLs: []string{"https://10.0.0.1:2380"}, ClientURLs: []string{"https://10.0.0.1:2379"}},
-		{Name: "cp2", PeerURLs: []string{"https://etcd-2.example:2380"}, ClientURLs: []string{"https://[fd00::2]:2379"}},
-		{Name: "", PeerURLs: []string{"https://10.0.0.3:2380"}}, // not started yet
-	}
-	for _, tc := range []struct{ id, addr, want string }{
-		{"worker-1", "10.0.0.9", ""},
-		{"cp1", "10.0.0.9", "cp1"},
-		{"CP1", "10.0.0.9", "cp1"},
-		{"worker-1", "10.0.0.1", "cp1"},
-		{"etcd-2.example", "10.0.0.9", "cp2"},
-		{"worker-1", "fd00::2", "cp2"},
-		{"worker-1", "::ffff:10.0.0.1", "cp1"},
-		{"worker-1", "10.0.0.3", "https://10.0.0.3:2380"},
-	} {
-		if got := MemberOf(tc.id, tc.addr, ms); got != tc.want {
-			t.Errorf("%s from %s: got %q, want %q", tc.id, tc.addr, got, tc.want)
-		}
-	}
-}
-
 func TestLoopback(t *testing.T) {
 	for addr, want := range map[string]bool{
 		"127.0.0.1:8443": true, "[::1]:8443": true, "localhost:8443": true,

@@ -27,7 +27,11 @@
 // and its verified certificate's names when it presented one): a request
 // for that id from anyone else is refused (client_not_owner). New clients
 // are bounded (Options.MaxWaiters, before any lease is granted), may be
-// limited to an allow-list, and are refused when they are etcd members.
+// limited to an allow-list, and are refused when they are etcd members
+// (MemberView.MemberOf: by name, URL host, or an address behind a member
+// URL's host name; an unresolved name refuses). Each client address is
+// rate limited (Options.Rate) before any etcd work, and the member list
+// with its resolutions is kept a few seconds.
 //
 // pre-reboot never blocks: it queues the client (or refreshes its entry,
 // keeping its place) and answers 200 when the entry holds a slot, and

@@ -64,7 +64,10 @@ func (c *counts) get(k string) int {
 
 func (f *fixture) opts(slots int) fleetlock.Options {
 	return fleetlock.Options{Prefix: prefix, Groups: []string{"default"}, Slots: slots, TTL: 30 * time.Second,
-		MaxHold: 2 * time.Hour, Clock: f.clock, Log: f.log, Metrics: &counts{}}
+		MaxHold: 2 * time.Hour, Clock: f.clock, Log: f.log, Metrics: &counts{},
+		// Most test clients send from one address, many times: no rate limit
+		// but where a test sets one.
+		Rate: fleetlock.Rate{Burst: 1 << 20, Every: time.Millisecond}}
 }
 
 // server starts a FleetLock server behind an httptest server.

@@ -45,12 +45,15 @@ const (
 	// KindQueueFull: fleetlock.max_waiters clients already wait in the
 	// group; a new client is not queued.
 	KindQueueFull Kind = "failed_lock_queue_full"
+	// KindRateLimited: the client's address sent more requests than
+	// Options.Rate lets through; nothing was read from etcd.
+	KindRateLimited Kind = "too_many_requests"
 )
 
 // Kinds lists every kind, for metrics.
 var Kinds = []Kind{KindOK, KindNotFound, KindMethodNotAllowed, KindMissingHeader, KindInvalidRequest,
 	KindInvalidClientIdentity, KindInvalidGroup, KindUnknownGroup, KindSemaphoreFull, KindMinInterval, KindFailedLock, KindFailedUnlock,
-	KindNotOwner, KindNotAllowed, KindEtcdMember, KindQueueFull}
+	KindNotOwner, KindNotAllowed, KindEtcdMember, KindQueueFull, KindRateLimited}
 
 // Status is the HTTP status of an answer of kind k.
 func (k Kind) Status() int {
@@ -67,7 +70,7 @@ func (k Kind) Status() int {
 		return http.StatusServiceUnavailable
 	case KindNotOwner, KindNotAllowed, KindEtcdMember:
 		return http.StatusForbidden
-	case KindQueueFull:
+	case KindQueueFull, KindRateLimited:
 		return http.StatusTooManyRequests
 	}
 	return http.StatusBadRequest

@@ -18,6 +18,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/update-agent/update-agent/agent/etcdmember"
 )
 
 // DefaultQueueHold is how long a waiting client keeps its place without
@@ -63,16 +65,27 @@ type Options struct {
 	// (fleetlock.max_waiters): a new client beyond it gets KindQueueFull
 	// and no lease (0: no bound).
 	MaxWaiters int
-	Clock      clockwork.Clock // nil: the real clock
-	Log        *slog.Logger
-	Metrics    Metrics // may be nil
+	// Rate limits the requests of each client address (zero: DefaultRate);
+	// a request beyond it gets KindRateLimited before any etcd work.
+	Rate Rate
+	// LookupHost resolves the host names of the members' URLs for the
+	// member check (nil: etcdmember.LookupHost, as the agent's own check).
+	LookupHost func(ctx context.Context, name string) ([]netip.Addr, error)
+	// Proxies are fleetlock.proxies: a request from one is not taken for
+	// the member on its host (see MemberAddr).
+	Proxies []netip.Addr
+	Clock   clockwork.Clock // nil: the real clock
+	Log     *slog.Logger
+	Metrics Metrics // may be nil
 }
 
 // Server answers FleetLock requests from the semaphore in etcd.
 type Server struct {
-	o   Options
-	sem *semaphore
-	log *slog.Logger
+	o       Options
+	sem     *semaphore
+	log     *slog.Logger
+	limit   *limiter
+	members memberCache
 }
 
 // New checks o and returns a server; nothing is written to etcd yet.
@@ -90,6 +103,8 @@ func New(cli *clientv3.Client, o Options) (*Server, error) {
 		return nil, fmt.Errorf("fleetlock: min_interval %v: must not be negative", o.MinInterval)
 	case o.MaxWaiters < 0:
 		return nil, fmt.Errorf("fleetlock: max_waiters %d: must not be negative", o.MaxWaiters)
+	case o.Rate != (Rate{}) && (o.Rate.Burst < 1 || o.Rate.Every <= 0):
+		return nil, fmt.Errorf("fleetlock: rate %+v: needs a burst of at least 1 and a period > 0", o.Rate)
 	}
 	for g, n := range o.GroupSlots {
 		if n < 1 || !slices.Contains(o.Groups, g) {
@@ -105,11 +120,17 @@ func New(cli *clientv3.Client, o Options) (*Server, error) {
 	if o.Clock == nil {
 		o.Clock = clockwork.NewRealClock()
 	}
+	if o.Rate == (Rate{}) {
+		o.Rate = DefaultRate
+	}
+	if o.LookupHost == nil {
+		o.LookupHost = etcdmember.LookupHost
+	}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
 	log := o.Log.With("component", "fleetlock")
-	return &Server{o: o, log: log, sem: &semaphore{cli: cli, prefix: o.Prefix, slots: o.Slots, groupSlots: o.GroupSlots, ttl: o.TTL,
+	return &Server{o: o, log: log, limit: &limiter{rate: o.Rate}, sem: &semaphore{cli: cli, prefix: o.Prefix, slots: o.Slots, groupSlots: o.GroupSlots, ttl: o.TTL,
 		maxHold: o.MaxHold, queueHold: o.QueueHold, minInterval: o.MinInterval, maxWaiters: o.MaxWaiters,
 		clock: o.Clock, log: log}}, nil
 }
@@ -149,6 +170,11 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, endpoint string)
 		return perr
 	}
 	c := ClientOf(r)
+	if !s.limit.allow(c.Addr, s.o.Clock.Now()) {
+		s.log.Debug("FleetLock request refused: rate limit", "endpoint", endpoint, "id", p.ID, "client", c.String())
+		return errorf(KindRateLimited, "too many requests from %s: at most %d at once and one every %v after",
+			c.Addr, s.o.Rate.Burst, s.o.Rate.Every)
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	if endpoint == "steady-state" {
@@ -173,30 +199,6 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, endpoint string)
 		return errorf(KindFailedLock, "taking a slot: %v", err)
 	}
 	return Answer(pos, found, p.Group, spacing)
-}
-
-// admit refuses a pre-reboot from a client that the group's allow-list
-// leaves out or that is an etcd member.
-func (s *Server) admit(ctx context.Context, p Params, c Client) *Error {
-	if why := s.o.Allow[p.Group].Admits(p.ID, c.Addr); why != "" {
-		s.log.Warn("FleetLock client refused: not allowed", "id", p.ID, "group", p.Group, "client", c.String(), "reason", why)
-		return errorf(KindNotAllowed, "%s (group %s)", why, p.Group)
-	}
-	resp, err := s.sem.cli.MemberList(ctx)
-	if err != nil {
-		s.log.Error("FleetLock: listing etcd members", "id", p.ID, "group", p.Group, "err", err)
-		return errorf(KindFailedLock, "listing etcd members: %v", err)
-	}
-	ms := make([]Member, 0, len(resp.Members))
-	for _, m := range resp.Members {
-		ms = append(ms, Member{Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs})
-	}
-	if m := MemberOf(p.ID, c.Addr, ms); m != "" {
-		s.log.Warn("FleetLock client refused: it is an etcd member", "id", p.ID, "group", p.Group, "client", c.String(), "member", m)
-		return errorf(KindEtcdMember, "client %s from %s is etcd member %s; a member reboots through update-agent "+
-			"(member slot, quorum guard), not FleetLock", p.ID, c.Addr, m)
-	}
-	return nil
 }
 
 // TendOnce keeps the wanted FleetLock entries alive and drops the others.

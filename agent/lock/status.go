@@ -19,6 +19,17 @@ type EntryStatus struct {
 	TTLLeft        time.Duration `json:"ttl_left_ns"`
 	// Age is how long it has held (holders) or waited (waiters).
 	Age time.Duration `json:"age_ns"`
+	// Client is who made a FleetLock client's entry (package fleetlock
+	// writes it; nil for agents and entries of older servers): the
+	// operator sees which address a refused worker must come back from.
+	Client *EntryClient `json:"client,omitempty"`
+}
+
+// EntryClient is the peer address, and the verified certificate's names,
+// that a FleetLock entry is bound to.
+type EntryClient struct {
+	Addr string `json:"addr,omitempty"`
+	Cert string `json:"cert,omitempty"`
 }
 
 // GroupStatus is one group's queue and announcements.
@@ -82,9 +93,13 @@ func Status(ctx context.Context, cli *clientv3.Client, prefix string, slots int,
 				}
 				ttls[kv.Lease] = ttl
 			}
+			var owner struct {
+				Client *EntryClient `json:"client"`
+			}
+			_ = json.Unmarshal(kv.Value, &owner) // only FleetLock entries have one
 			get(g)
 			queues[g] = append(queues[g], EntryStatus{Record: rec, CreateRevision: kv.CreateRevision,
-				LeaseID: fmt.Sprintf("%x", kv.Lease), TTLLeft: ttl})
+				LeaseID: fmt.Sprintf("%x", kv.Lease), TTLLeft: ttl, Client: owner.Client})
 		case "pending":
 			var a Announcement
 			if err := json.Unmarshal(kv.Value, &a); err != nil {

@@ -96,6 +96,10 @@ func listenFleetLock(cfg *config.Config, root string, cli *clientv3.Client, m *m
 	if err != nil {
 		return nil, nil, configError{err}
 	}
+	proxies, err := f.ProxyAddrs()
+	if err != nil {
+		return nil, nil, configError{err}
+	}
 	groups, slots := []string{cfg.Lock.Group}, map[string]int{}
 	allow := map[string]fleetlock.Allow{cfg.Lock.Group: {IDs: f.AllowIDs, Networks: nets}}
 	for _, g := range f.Groups {
@@ -111,8 +115,8 @@ func listenFleetLock(cfg *config.Config, root string, cli *clientv3.Client, m *m
 		Prefix: cfg.Lock.KeyPrefix, Groups: groups, Slots: cfg.Lock.Slots, GroupSlots: slots,
 		TTL: cfg.Lock.RebootLeaseTTL.D(), MaxHold: f.MaxHold.D(), MinInterval: cfg.Lock.MinInterval.D(),
 		MaxWaiters: f.MaxWaiters,
-		Allow:      allow,
-		Log:        log, Metrics: m,
+		Allow:      allow, Proxies: proxies,
+		Log: log, Metrics: m,
 	})
 	if err != nil {
 		return nil, nil, configError{err}

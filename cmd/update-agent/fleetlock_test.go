@@ -131,7 +131,7 @@ client_ca_file = "/etc/fl/ca.pem"
 	}
 
 	code, out, errOut := runIn("lock", "status", "--root", root)
-	if code != exitOK || !strings.Contains(out, "fleetlock:worker-1 (FleetLock client)") ||
+	if code != exitOK || !strings.Contains(out, "fleetlock:worker-1 (FleetLock client) from 127.0.0.9 cert CN=") ||
 		!strings.Contains(out, "fleetlock:worker-2 (FleetLock client)") {
 		t.Errorf("lock status: exit %d\n%s%s", code, out, errOut)
 	}
@@ -139,7 +139,8 @@ client_ca_file = "/etc/fl/ca.pem"
 	code, out, _ = runIn("lock", "status", "--root", root, "--json")
 	var gs []lock.GroupStatus
 	if err := json.Unmarshal([]byte(out), &gs); code != exitOK || err != nil || len(gs) != 1 || len(gs[0].Holders) != 1 ||
-		gs[0].Holders[0].Kind != lock.KindFleetLock || gs[0].Holders[0].Node != "fleetlock:worker-1" {
+		gs[0].Holders[0].Kind != lock.KindFleetLock || gs[0].Holders[0].Node != "fleetlock:worker-1" ||
+		gs[0].Holders[0].Client == nil || gs[0].Holders[0].Client.Addr != "127.0.0.9" {
 		t.Errorf("lock status --json: exit %d, %v\n%s", code, err, out)
 	}
 
@@ -298,6 +299,28 @@ func TestFleetLockReadsBounds(t *testing.T) {
 	if code, body, err := fleetLockPost(local, url, "worker-1"); err != nil || code != http.StatusForbidden ||
 		!strings.Contains(body, "not in fleetlock.allow_networks") {
 		t.Fatalf("from 127.0.0.1: %d %s %v", code, body, err)
+	}
+}
+
+// TestFleetLockReadsProxies: fleetlock.proxies reaches the server: a
+// worker through a proxy on the member's host (the test etcd's 127.0.0.1)
+// is served, not refused as that member.
+func TestFleetLockReadsProxies(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	cfg := config.Default()
+	cfg.Lock.Enabled = false
+	cfg.Etcd.Endpoints = []string{c.Members[0].ClientURL}
+	cfg.FleetLock.Listen = freeAddr(t)
+	cfg.FleetLock.Proxies = []string{"127.0.0.1"}
+	a := &agent{cfg: cfg, root: t.TempDir(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: metrics.New(version)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := a.serveFleetLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	local := &http.Client{Timeout: 10 * time.Second}
+	if code, body, err := fleetLockPost(local, "http://"+cfg.FleetLock.Listen+"/v1/pre-reboot", "worker-1"); err != nil || code != http.StatusOK {
+		t.Fatalf("a worker through the proxy on 127.0.0.1: %d %s %v", code, body, err)
 	}
 }
 

@@ -125,12 +125,21 @@ func printLockStatus(w io.Writer, prefix, group string, groups []lock.GroupStatu
 }
 
 // entryName marks FleetLock clients (zincati nodes served by `fleetlock
-// serve` or the daemon); the name is what `lock release` takes.
+// serve` or the daemon) with the address (and certificate) their entry is
+// bound to: a worker back on another address is refused, and the operator
+// releases it by the name, which is what `lock release` takes.
 func entryName(e lock.EntryStatus) string {
-	if e.Kind == lock.KindFleetLock {
-		return e.Node + " (FleetLock client)"
+	if e.Kind != lock.KindFleetLock {
+		return e.Node
 	}
-	return e.Node
+	s := e.Node + " (FleetLock client)"
+	if c := e.Client; c != nil && c.Addr != "" {
+		s += " from " + c.Addr
+	}
+	if c := e.Client; c != nil && c.Cert != "" {
+		s += " cert " + c.Cert
+	}
+	return s
 }
 
 func shortTarget(checksum string) string {

@@ -163,9 +163,10 @@ func TestLockStatusTLS(t *testing.T) {
 	}
 }
 
-// TestLockReleaseFleetLockClient: `lock release` takes a FleetLock client by
-// the name `lock status` prints (fleetlock:<id>) and frees its slot; the
-// next client in line is granted.
+// TestLockReleaseFleetLockClient: `lock status` shows a FleetLock client's
+// name (fleetlock:<id>) and the address its entry is bound to; `lock
+// release` takes that name and frees its slot; the next client in line is
+// granted.
 func TestLockReleaseFleetLockClient(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
 	root := configRoot(t, map[string]string{"50-etcd.toml": fmt.Sprintf("[etcd]\nendpoints = [%q]\n", c.Members[0].ClientURL)})
@@ -184,7 +185,7 @@ func TestLockReleaseFleetLockClient(t *testing.T) {
 		t.Fatalf("worker-2 while worker-1 holds: %d %s %v", code, body, err)
 	}
 	code, out, _ := runIn("lock", "status", "--root", root)
-	if !strings.Contains(out, "fleetlock:worker-1 (FleetLock client)") {
+	if !strings.Contains(out, "fleetlock:worker-1 (FleetLock client) from 127.0.0.9") {
 		t.Fatalf("lock status: exit %d\n%s", code, out)
 	}
 
