@@ -123,6 +123,16 @@ func Fence(ctx context.Context, c Units, consent bool) (Verdict, error) {
 		if err := c.MaskRuntime(ctx, BootcUnits...); err != nil {
 			return v, fmt.Errorf("masking %s (updates.mask_bootc_timer): %w", strings.Join(names, ", "), err)
 		}
+		// A unit file in /etc/systemd/system outranks a mask in /run:
+		// what counts is what systemd says now.
+		us, err := Read(ctx, c)
+		if err != nil {
+			return v, fmt.Errorf("reading bootc's updater units after masking them: %w", err)
+		}
+		if after := Decide(us, false); after.Err != nil {
+			return v, fmt.Errorf("masked %s until the next boot, but systemd still shows it live (a unit file in /etc/systemd/system "+
+				"outranks a runtime mask: mask it there for good): %w", strings.Join(names, ", "), after.Err)
+		}
 	}
 	return v, nil
 }

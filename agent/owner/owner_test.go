@@ -67,6 +67,7 @@ func TestDecide(t *testing.T) {
 type fakeUnits struct {
 	units  map[string]systemd.UnitFile
 	masked []string
+	inEtc  bool // the unit files are in /etc: a runtime mask does not take
 }
 
 func (f *fakeUnits) UnitFile(_ context.Context, n string) (systemd.UnitFile, error) {
@@ -78,6 +79,11 @@ func (f *fakeUnits) UnitFile(_ context.Context, n string) (systemd.UnitFile, err
 
 func (f *fakeUnits) MaskRuntime(_ context.Context, us ...string) error {
 	f.masked = append(f.masked, us...)
+	if !f.inEtc {
+		for _, u := range us {
+			f.units[u] = unit(u, "masked", "masked-runtime", "inactive")
+		}
+	}
 	return nil
 }
 
@@ -91,6 +97,19 @@ func TestFenceMasksBoth(t *testing.T) {
 	}
 	if v, err := Fence(context.Background(), f, true); err != nil || v.Err != nil || !slices.Equal(f.masked, BootcUnits) {
 		t.Fatalf("consent: %+v, %v, masked %v; want %v masked", v, err, f.masked, BootcUnits)
+	}
+	if v, err := Fence(context.Background(), f, true); err != nil || v.Mask {
+		t.Fatalf("masked already: %+v, %v; want nothing to do", v, err)
+	}
+}
+
+// TestFenceMaskThatDoesNotTake: a runtime mask under a unit file in /etc
+// leaves the timer live: that is a refusal, not a success.
+func TestFenceMaskThatDoesNotTake(t *testing.T) {
+	f := &fakeUnits{inEtc: true, units: map[string]systemd.UnitFile{timer: unit(timer, "loaded", "enabled", "active")}}
+	_, err := Fence(context.Background(), f, true)
+	if !errors.Is(err, ErrForeignUpdater) || !strings.Contains(err.Error(), "outranks a runtime mask") {
+		t.Fatalf("mask that did not take: %v, want a refusal saying why", err)
 	}
 }
 

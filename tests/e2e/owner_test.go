@@ -19,7 +19,9 @@ import (
 // into a staged update with no slot. The daemon refuses to start (exit 79,
 // no restart, doctor FAILs); with updates.mask_bootc_timer it masks the
 // timer and its service until the next boot and starts; one unmasked and
-// started while the agent runs is masked again within the minute.
+// started while the agent runs is masked again within the minute. The units
+// go where a bootc image has them, /usr/lib/systemd/system (a runtime mask
+// does not outrank a unit file in /etc).
 func TestBootcUpdaterFencedOut(t *testing.T) {
 	g := guest.Shared(t)
 	installAgent(t, g)
@@ -30,7 +32,7 @@ func TestBootcUpdaterFencedOut(t *testing.T) {
 			"systemctl unmask --runtime " + timer + " " + service + " || true",
 			"systemctl disable --now " + timer + " || true",
 			"systemctl disable --now rpm-ostreed.service",
-			"rm -rf /etc/systemd/system/" + timer + " /etc/systemd/system/" + service +
+			"rm -rf /usr/lib/systemd/system/" + timer + " /usr/lib/systemd/system/" + service +
 				" /etc/tmpfiles.d/ua-test-ostree-booted.conf /etc/update-agent/config.d/50-e2e.toml /etc/update-agent/config.d/60-mask.toml" +
 				" /etc/systemd/system/rpm-ostreed.service /etc/tmpfiles.d/rpm-ostree-standin.tmpfiles.conf" +
 				" /var/lib/rpm-ostree-standin /run/rpm-ostree-standin /srv/updates /var/lib/update-agent /root/ua-install",
@@ -42,11 +44,11 @@ func TestBootcUpdaterFencedOut(t *testing.T) {
 		if _, err := os.Stat(local); err != nil {
 			t.Fatal(err)
 		}
-		if err := g.CopyIn(context.Background(), local, "/etc/systemd/system/"+u); err != nil {
+		if err := g.CopyIn(context.Background(), local, "/usr/lib/systemd/system/"+u); err != nil {
 			t.Fatal(err)
 		}
 	}
-	g.MustRun(t, "chmod 0644 /etc/systemd/system/bootc-fetch-apply-updates.* && systemctl daemon-reload && systemctl enable --now "+timer)
+	g.MustRun(t, "chmod 0644 /usr/lib/systemd/system/bootc-fetch-apply-updates.* && systemctl daemon-reload && systemctl enable --now "+timer)
 
 	// Refused: exit 79, not restarted, the journal says what to do.
 	if _, _, code, err := g.Run(context.Background(), "systemctl start update-agent"); err != nil || code == 0 {
