@@ -118,6 +118,9 @@ func (d *decider) onStageDone(ev StageDone) Action {
 	}
 	d.st.Phase, d.st.Locked, d.st.LastError = state.Staged, s.Checksum, ""
 	d.st.NextCheck = d.nextCheck()
+	if d.pol.RecheckStaged {
+		d.st.NextCheck = d.now // staging takes a while: the release may be pulled meanwhile
+	}
 	return d.staged()
 }
 

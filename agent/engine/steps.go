@@ -47,7 +47,7 @@ func (d *decider) onChecked(ev Checked) Action {
 		delete(d.st.Failures, t.Checksum) // an operator asked: try again
 	} else if f.SetAside {
 		d.st.NextCheck = d.nextCheck()
-		return d.wait(d.st.NextCheck, fmt.Sprintf("update %s set aside after %d failures (last: %s); run update-now to retry", t.Checksum, f.Count, f.LastError))
+		return d.wait(d.st.NextCheck, fmt.Sprintf("update %s %s; run update-now to retry", t.Checksum, setAsideWhy(f)))
 	} else if d.now.Before(f.RetryAt) {
 		d.st.NextCheck = f.RetryAt
 		return d.wait(f.RetryAt, fmt.Sprintf("retrying update %s after failure %d (%s)", t.Checksum, f.Count, f.LastError))
@@ -63,6 +63,8 @@ func (d *decider) checkedWhileStaged(ev Checked) Action {
 	switch {
 	case d.obs.OS.Staged == nil || d.obs.OS.Staged.Checksum != d.st.Locked:
 		return d.staged() // it vanished meanwhile: staged() knows what to do
+	case ev.Pulled != nil && ev.Pulled.Checksum == d.st.Locked:
+		return d.pulledStaged(ev.Pulled)
 	case ev.Err != nil:
 		d.st.LastError = fmt.Sprintf("checking for a newer update: %v", ev.Err)
 		d.st.NextCheck = d.now.Add(d.pol.Retry.Delay(1, d.obs.Rand))
@@ -125,6 +127,11 @@ func (d *decider) staged() Action {
 			return d.wait(d.st.NextCheck, "staged; waiting for the reboot window; next check for a newer update")
 		}
 		return d.wait(next, "staged; waiting for the reboot window")
+	}
+	if d.pol.RecheckStaged && (d.obs.UpdateNow || !d.now.Before(d.st.NextCheck)) {
+		// The release may have been pulled since the last check (while
+		// staging, or waiting for the window): ask before queueing.
+		return Action{Kind: ActCheck, Reason: "staged; checking that the update source still offers it before queueing for a reboot slot"}
 	}
 	return Action{Kind: ActQueryOrder, Reason: "checking etcd leadership before queueing"}
 }
