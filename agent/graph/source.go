@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/update-agent/update-agent/agent/engine"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/agent/state"
 )
@@ -137,6 +138,10 @@ func (s *Source) check(ctx context.Context, st *rpmostree.Status) (Report, *stat
 		return r, nil, fmt.Errorf("checking the update graph (stream %s, %s): %w: %s", p.Stream, p.Basearch, ErrNotInGraph, d.Why)
 	}
 	if d.Target == nil {
+		if p := pulled(st, d); p != nil {
+			r.Why = p.Error()
+			return r, nil, p
+		}
 		return r, nil, nil
 	}
 	r.Target = d.Target.Version
@@ -149,6 +154,31 @@ func (s *Source) check(ctx context.Context, st *rpmostree.Status) (Report, *stat
 		t.Checksum = dg
 	}
 	return r, t, nil
+}
+
+// pulled is the staged release of st when the graph no longer offers it
+// from the booted release (Fedora pulls a broken release by taking it, or
+// the edges to it, out of the graph); nil while it is offered, or when
+// nothing is staged. Only the graph can tell: an empty `upgrade --check`
+// says nothing of what is staged.
+func pulled(st *rpmostree.Status, d Decision) *engine.PulledError {
+	s, ok := st.Staged()
+	if !ok || d.Booted == nil {
+		return nil
+	}
+	payload := s.Target()
+	if s.IsContainer() {
+		if payload, ok = pinned(s); !ok {
+			return nil // cannot name it as the graph does: cannot tell
+		}
+	}
+	for _, r := range d.Next {
+		if r.Payload == payload {
+			return nil
+		}
+	}
+	return &engine.PulledError{Checksum: s.Target(), Version: s.Version,
+		Why: fmt.Sprintf("the update graph no longer offers it from booted %s (%s)", d.Booted.Version, d.Why)}
 }
 
 // params is the query for the booted deployment bd.
