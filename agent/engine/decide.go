@@ -186,6 +186,11 @@ func (d *decider) onSlotHeld(ev SlotHeld) Action {
 		d.st.LeaseID = ev.LeaseID
 	}
 	d.st.Phase, d.st.HooksRan = state.HoldingSlot, false
+	if d.pol.RecheckStaged {
+		// The wait in line may have been long: the release may have been
+		// pulled meanwhile. Ask before draining for it.
+		return Action{Kind: ActCheck, Reason: "holding the slot; checking that the update source still offers the staged release before the pre-reboot hooks"}
+	}
 	return Action{Kind: ActPrecheck, Reason: "checking etcd quorum and health before the pre-reboot hooks"}
 }
 

@@ -23,8 +23,8 @@ type (
 		Target *state.Target
 		Err    error
 		// Pulled: the source no longer offers the release staged on the
-		// host (PulledError); the check itself succeeded.
-		Pulled *PulledError
+		// host (PulledRelease); the check itself succeeded.
+		Pulled *Pulled
 	}
 	// StageDone: staging with --lock-finalization finished.
 	StageDone struct{ Err error }
@@ -211,7 +211,8 @@ type Policy struct {
 	// pulled (the update graph). The check is then due again once staging
 	// is done, and the staged update is checked whenever the check is due
 	// before queueing for a slot, even with the window open (strategy
-	// "immediate", where no check would run while staged).
+	// "immediate", where no check would run while staged), and once more
+	// when the slot is granted, before the pre-reboot hooks.
 	RecheckStaged bool
 }
 

@@ -18,7 +18,7 @@ func outcomes() map[[2]string][]string {
 	events := []Event{
 		Started{}, Ticked{}, Recovered{}, Recovered{Err: errBoom},
 		Checked{Target: &tgt}, Checked{}, Checked{Err: errBoom}, Checked{Target: &state.Target{Checksum: "newer"}},
-		Checked{Pulled: &PulledError{Checksum: tgt.Checksum, Version: tgt.Version, Why: "gone"}},
+		Checked{Pulled: &Pulled{Checksum: tgt.Checksum, Message: "release 2 (new) was pulled: gone"}},
 		StageDone{}, StageDone{Err: errBoom}, CleanedUp{}, CleanedUp{Err: errBoom},
 		OrderQueried{QueueOrder: QueueOrder{MayQueue: true}}, OrderQueried{Err: errBoom},
 		SlotHeld{LeaseID: 7}, SlotHeld{Err: errBoom},

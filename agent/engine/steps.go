@@ -23,8 +23,11 @@ func (d *decider) idle() Action {
 }
 
 func (d *decider) onChecked(ev Checked) Action {
-	if d.st.Phase == state.Staged {
+	switch d.st.Phase {
+	case state.Staged:
 		return d.checkedWhileStaged(ev)
+	case state.HoldingSlot:
+		return d.checkedHoldingSlot(ev)
 	}
 	d.st.Phase = state.Idle
 	if errors.Is(ev.Err, ErrBusy) {

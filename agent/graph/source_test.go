@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/update-agent/update-agent/agent/engine"
 	"github.com/update-agent/update-agent/agent/graph"
 	gt "github.com/update-agent/update-agent/agent/graph/graphtest"
 	"github.com/update-agent/update-agent/agent/rpmostree"
@@ -139,8 +138,8 @@ func TestSourcePulled(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s.Set(tc.rels...)
 			tg, err := src.Check(ctx, status(stg, booted('a', "40.1")))
-			var p *engine.PulledError
-			if tg != nil || !errors.As(err, &p) || p.Checksum != sum('b') || p.Version != "40.2" || !errors.Is(err, engine.ErrPulled) {
+			var p *graph.PulledError
+			if tg != nil || !errors.As(err, &p) || p.Checksum != sum('b') || p.Version != "40.2" || !errors.Is(err, graph.ErrPulled) {
 				t.Fatalf("check = %+v, %v; want 40.2 pulled", tg, err)
 			}
 			if r := src.Last(); !strings.Contains(r.Why, "pulled") {

@@ -64,41 +64,52 @@ func TestGraphPulledWhileStaged(t *testing.T) {
 
 // TestGraphPulledBeforeImmediateReboot: with the window always open
 // (strategy "immediate", no check while staged for a window), a release
-// pulled while it stages is not applied: the graph is asked again before
-// queueing for the slot.
+// pulled while it stages, or while the node waits in line for a slot, is
+// not applied: the graph is asked again before queueing and once the slot
+// is granted, before the hooks.
 func TestGraphPulledBeforeImmediateReboot(t *testing.T) {
 	t.Parallel()
-	g := newGraphSolo(t)
-	a := g.solo
-	base := booted(t, a)
-	time.Sleep(1100 * time.Millisecond)
-	broken := a.env.Publish(a.env.Ref, 1)
-	r0 := gt.Release{Version: "40.1", Checksum: base, Rollout: gt.Done}
-	g.srv.Set(r0, gt.Release{Version: "40.2", Checksum: broken, Rollout: gt.Done})
-	// The first answer offers 40.2; Fedora pulls it right after.
-	var answers atomic.Int32
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		resp, err := http.Get(g.srv.URL + r.URL.RequestURI())
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.WriteHeader(resp.StatusCode)
-		io.Copy(w, resp.Body)
-		if answers.Add(1) == 1 {
-			g.srv.Set(r0)
-		}
-	}))
-	defer front.Close()
-	g.src.Client.BaseURL = front.URL
-	g.setWindow(true)
-	g.start()
-	g.waitPulled(broken)
-	if a.env.Rebooted() {
-		t.Fatal("rebooted into the pulled release")
-	}
-	if n := answers.Load(); n < 2 {
-		t.Fatalf("%d graph answers", n)
+	for _, tc := range []struct {
+		name string
+		// after is the graph answer after which Fedora pulls 40.2: the
+		// first offers it (staging follows), the second is the check
+		// before queueing.
+		after int32
+	}{{"while staging", 1}, {"while waiting for the slot", 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g := newGraphSolo(t)
+			a := g.solo
+			base := booted(t, a)
+			time.Sleep(1100 * time.Millisecond)
+			broken := a.env.Publish(a.env.Ref, 1)
+			r0 := gt.Release{Version: "40.1", Checksum: base, Rollout: gt.Done}
+			g.srv.Set(r0, gt.Release{Version: "40.2", Checksum: broken, Rollout: gt.Done})
+			var answers atomic.Int32
+			front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				resp, err := http.Get(g.srv.URL + r.URL.RequestURI())
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadGateway)
+					return
+				}
+				defer resp.Body.Close()
+				w.WriteHeader(resp.StatusCode)
+				io.Copy(w, resp.Body)
+				if answers.Add(1) == tc.after {
+					g.srv.Set(r0)
+				}
+			}))
+			defer front.Close()
+			g.src.Client.BaseURL = front.URL
+			g.setWindow(true)
+			g.start()
+			g.waitPulled(broken)
+			if a.env.Rebooted() {
+				t.Fatal("rebooted into the pulled release")
+			}
+			if n := answers.Load(); n < tc.after+1 {
+				t.Fatalf("%d graph answers", n)
+			}
+		})
 	}
 }
