@@ -50,6 +50,10 @@ func TestDecidePulled(t *testing.T) {
 					t.Errorf("failures %+v", s.Failures)
 				}
 			}},
+		{name: "idle with the pulled release still staged (a crash before the cleanup): discarded", st: rec(state.Idle),
+			ev: Checked{Pulled: pulled}, os: staged, wantPhase: state.Idle, wantAct: ActCleanup, wantWhy: "was pulled", check: setAsideByPull},
+		{name: "idle, the pulled release not staged: no update", st: rec(state.Idle), ev: Checked{Pulled: pulled}, os: foreign,
+			wantPhase: state.Idle, wantAct: ActWait, wantWhy: "no update available"},
 		{name: "a pulled release offered again is reported set aside", st: rec(state.Idle, func(s *state.State) {
 			s.Failures = map[string]state.Failure{tgt.Checksum: {SetAside: true, LastError: pulled.Message}}
 		}), ev: Checked{Target: &tgt}, os: booted, wantPhase: state.Idle, wantAct: ActWait, wantWhy: "set aside (release 2 (new) was pulled"},

@@ -40,6 +40,12 @@ func (d *decider) onChecked(ev Checked) Action {
 		d.st.NextCheck = d.now.Add(d.pol.Retry.Delay(1, d.obs.Rand))
 		return d.wait(d.st.NextCheck, d.st.LastError)
 	}
+	if p := ev.Pulled; p != nil && d.obs.OS.Staged != nil && d.obs.OS.Staged.Checksum == p.Checksum {
+		// Left staged by a process that died before discarding it, or
+		// by somebody else: a pulled release goes wherever it came from.
+		d.setAsidePulled(p)
+		return Action{Kind: ActCleanup, Reason: p.Message + ": discarding its staged deployment"}
+	}
 	if ev.Target == nil {
 		d.st.NextCheck = d.nextCheck()
 		return d.wait(d.st.NextCheck, "no update available; next check")
