@@ -86,10 +86,35 @@ func (a *Stager) Stage(ctx context.Context, t state.Target) error {
 	if !rpmostree.StagedChanged(before, after) {
 		return fmt.Errorf("staging %s: %w", t.Checksum, errNothingStaged)
 	}
+	if a.Exact {
+		return exactStaged(ctx, a.Client, after, t)
+	}
 	return nil
 }
 
 var errNothingStaged = errors.New("rpm-ostree made no new staged deployment (nothing new, or already staged and not re-locked)")
+
+// errStagedNotChosen: an exact staging (an update graph's release) left
+// another release staged than the one chosen.
+var errStagedNotChosen = errors.New("rpm-ostree staged another release than the one chosen")
+
+// exactStaged checks that the staged deployment in st is t. A graph's
+// release is chosen for its edges (and denylist): whatever else got staged
+// was not, so it is discarded rather than adopted.
+func exactStaged(ctx context.Context, c *rpmostree.Client, st *rpmostree.Status, t state.Target) error {
+	s, ok := st.Staged()
+	if !ok {
+		return fmt.Errorf("staging %s: %w", t.Checksum, errNothingStaged)
+	}
+	if s.Target() == t.Checksum {
+		return nil
+	}
+	err := fmt.Errorf("staging %s: %w (%s)", t.Checksum, errStagedNotChosen, s.Target())
+	if cerr := c.Cleanup(ctx); cerr != nil {
+		return fmt.Errorf("%w; discarding it: %w", err, cerr)
+	}
+	return fmt.Errorf("%w; discarded it", err)
+}
 
 // Run stages req as it is, without checking what came of it (stage-once).
 func (a *Stager) Run(ctx context.Context, req rpmostree.StageRequest) (stage.Report, error) {
@@ -193,6 +218,13 @@ func (p PlainStager) Stage(ctx context.Context, t state.Target) error {
 	}
 	if !res.Changed {
 		return fmt.Errorf("staging %s: %w", t.Checksum, errNothingStaged)
+	}
+	if p.Exact {
+		after, err := p.Client.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("staging %s: %w", t.Checksum, err)
+		}
+		return exactStaged(ctx, p.Client, after, t)
 	}
 	return nil
 }

@@ -124,6 +124,9 @@ func (d *decider) onStageDone(ev StageDone) Action {
 	}
 	d.st.Phase, d.st.Locked, d.st.LastError = state.Staged, s.Checksum, ""
 	d.st.NextCheck = d.nextCheck()
+	if d.pol.RecheckStaged {
+		d.st.NextCheck = d.now // staging takes a while: the release may be pulled meanwhile
+	}
 	return d.staged()
 }
 
@@ -189,6 +192,11 @@ func (d *decider) onSlotHeld(ev SlotHeld) Action {
 		d.st.LeaseID = ev.LeaseID
 	}
 	d.st.Phase, d.st.HooksRan = state.HoldingSlot, false
+	if d.pol.RecheckStaged {
+		// The wait in line may have been long: the release may have been
+		// pulled meanwhile. Ask before draining for it.
+		return Action{Kind: ActCheck, Reason: "holding the slot; checking that the update source still offers the staged release before the pre-reboot hooks"}
+	}
 	return Action{Kind: ActPrecheck, Reason: "checking etcd quorum and health before the pre-reboot hooks"}
 }
 

@@ -248,7 +248,7 @@ func (e *Engine) do(ctx context.Context, st state.State, act Action) Event {
 	case ActCheck:
 		var t *state.Target
 		err := e.busy(ctx, func() (err error) { t, err = o.OS.Check(ctx); return err })
-		return Checked{Target: t, Err: err}
+		return checked(t, err)
 	case ActStage:
 		// Announce before staging, not after: a leader deciding meanwhile
 		// must already see that this node will want to reboot.

@@ -22,6 +22,9 @@ type (
 	Checked struct {
 		Target *state.Target
 		Err    error
+		// Pulled: the source no longer offers the release staged on the
+		// host (PulledRelease); the check itself succeeded.
+		Pulled *Pulled
 	}
 	// StageDone: staging with --lock-finalization finished.
 	StageDone struct{ Err error }
@@ -209,6 +212,13 @@ type Policy struct {
 	// last checks and the fence wait up to this long for them to log out
 	// (reboot.logged_in_delay); 0: not at all.
 	LoggedInDelay time.Duration
+	// RecheckStaged: the update source can say that a staged release was
+	// pulled (the update graph). The check is then due again once staging
+	// is done, and the staged update is checked whenever the check is due
+	// before queueing for a slot, even with the window open (strategy
+	// "immediate", where no check would run while staged), and once more
+	// when the slot is granted, before the pre-reboot hooks.
+	RecheckStaged bool
 }
 
 // Backoff is retry delay policy: exponential from Base, capped at Max,

@@ -44,7 +44,9 @@ var flow = []route{
 		state.Releasing:   at((*decider).release),
 	}},
 	// 1. Check for an update.
-	{ev: Checked{}, steps: in(on((*decider).onChecked), state.Idle, state.Staged)},
+	// (And once more with the slot held, before the hooks, for a source
+	// that can say a release was pulled: Policy.RecheckStaged.)
+	{ev: Checked{}, steps: in(on((*decider).onChecked), state.Idle, state.Staged, state.HoldingSlot)},
 	// 2. Stage it gently, locked for finalization.
 	{ev: CleanedUp{}, steps: in(on((*decider).onCleanedUp), state.Idle, state.Staging, state.Releasing)},
 	{ev: StageDone{}, steps: in(on((*decider).onStageDone), state.Staging)},

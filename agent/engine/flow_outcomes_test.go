@@ -18,6 +18,7 @@ func outcomes() map[[2]string][]string {
 	events := []Event{
 		Started{}, Ticked{}, Recovered{}, Recovered{Err: errBoom},
 		Checked{Target: &tgt}, Checked{}, Checked{Err: errBoom}, Checked{Target: &state.Target{Checksum: "newer"}},
+		Checked{Pulled: &Pulled{Checksum: tgt.Checksum, Message: "release 2 (new) was pulled: gone"}},
 		StageDone{}, StageDone{Err: errBoom}, CleanedUp{}, CleanedUp{Err: errBoom},
 		OrderQueried{QueueOrder: QueueOrder{MayQueue: true}}, OrderQueried{Err: errBoom},
 		SlotHeld{LeaseID: 7}, SlotHeld{Err: errBoom},
@@ -63,6 +64,7 @@ func outcomes() map[[2]string][]string {
 		func(p *Policy) { p.RequireSafe = false },
 		func(p *Policy) { p.Disabled = true },
 		func(p *Policy) { p.LoggedInDelay = time.Minute },
+		func(p *Policy) { p.RecheckStaged = true },
 	}
 	seen := map[[2]string]map[string]bool{}
 	for _, r := range flow {

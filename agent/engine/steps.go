@@ -23,8 +23,11 @@ func (d *decider) idle() Action {
 }
 
 func (d *decider) onChecked(ev Checked) Action {
-	if d.st.Phase == state.Staged {
+	switch d.st.Phase {
+	case state.Staged:
 		return d.checkedWhileStaged(ev)
+	case state.HoldingSlot:
+		return d.checkedHoldingSlot(ev)
 	}
 	d.st.Phase = state.Idle
 	if errors.Is(ev.Err, ErrBusy) {
@@ -37,6 +40,12 @@ func (d *decider) onChecked(ev Checked) Action {
 		d.st.NextCheck = d.now.Add(d.pol.Retry.Delay(1, d.obs.Rand))
 		return d.wait(d.st.NextCheck, d.st.LastError)
 	}
+	if p := ev.Pulled; p != nil && d.obs.OS.Staged != nil && d.obs.OS.Staged.Checksum == p.Checksum {
+		// Left staged by a process that died before discarding it, or
+		// by somebody else: a pulled release goes wherever it came from.
+		d.setAsidePulled(p)
+		return Action{Kind: ActCleanup, Reason: p.Message + ": discarding its staged deployment"}
+	}
 	if ev.Target == nil {
 		d.st.NextCheck = d.nextCheck()
 		return d.wait(d.st.NextCheck, "no update available; next check")
@@ -47,7 +56,7 @@ func (d *decider) onChecked(ev Checked) Action {
 		delete(d.st.Failures, t.Checksum) // an operator asked: try again
 	} else if f.SetAside {
 		d.st.NextCheck = d.nextCheck()
-		return d.wait(d.st.NextCheck, fmt.Sprintf("update %s set aside after %d failures (last: %s); run update-now to retry", t.Checksum, f.Count, f.LastError))
+		return d.wait(d.st.NextCheck, fmt.Sprintf("update %s %s; run update-now to retry", t.Checksum, setAsideWhy(f)))
 	} else if d.now.Before(f.RetryAt) {
 		d.st.NextCheck = f.RetryAt
 		return d.wait(f.RetryAt, fmt.Sprintf("retrying update %s after failure %d (%s)", t.Checksum, f.Count, f.LastError))
@@ -63,6 +72,8 @@ func (d *decider) checkedWhileStaged(ev Checked) Action {
 	switch {
 	case !d.stagedIsOurs():
 		return d.staged() // it vanished or was unlocked meanwhile: staged() knows what to do
+	case ev.Pulled != nil && ev.Pulled.Checksum == d.st.Locked:
+		return d.pulledStaged(ev.Pulled)
 	case ev.Err != nil:
 		d.st.LastError = fmt.Sprintf("checking for a newer update: %v", ev.Err)
 		d.st.NextCheck = d.now.Add(d.pol.Retry.Delay(1, d.obs.Rand))
@@ -135,6 +146,11 @@ func (d *decider) staged() Action {
 			next, reason = d.st.NextCheck, reason+"; next check for a newer update"
 		}
 		return d.watchStaged(next, reason)
+	}
+	if d.pol.RecheckStaged && (d.obs.UpdateNow || !d.now.Before(d.st.NextCheck)) {
+		// The release may have been pulled since the last check (while
+		// staging, or waiting for the window): ask before queueing.
+		return Action{Kind: ActCheck, Reason: "staged; checking that the update source still offers it before queueing for a reboot slot"}
 	}
 	return Action{Kind: ActQueryOrder, Reason: "checking etcd leadership before queueing"}
 }

@@ -43,6 +43,9 @@ type Decision struct {
 	// Denied those left out as already deployed here.
 	Offered, Denied int
 	Downgrade       bool
+	// Next are the releases the graph offers from the booted one, denied
+	// ones included: a staged release not among them was pulled.
+	Next []Release
 }
 
 // Choose picks the update for booted, as zincati does: the booted release's
@@ -84,6 +87,7 @@ func Choose(g Graph, booted Booted, deny []string, p Policy) (Decision, error) {
 			return d, fmt.Errorf("reading an update target in the update graph: %w", err)
 		}
 		d.Offered++
+		d.Next = append(d.Next, r)
 		if slices.Contains(deny, r.Payload) {
 			d.Denied++
 			continue

@@ -19,6 +19,10 @@ const MaxResponse = 8 << 20
 // Timeout bounds one request, connection to last byte.
 const Timeout = time.Minute
 
+// MaxRedirects bounds the redirects one fetch follows; a graph behind a
+// load balancer or a moved base_url needs one or two, a loop needs a bound.
+const MaxRedirects = 5
+
 // Params identify the node to the server (the Cincinnati query).
 type Params struct {
 	Basearch, Stream, Platform, Group, NodeUUID string
@@ -91,10 +95,15 @@ func (c *Client) Fetch(ctx context.Context, p Params) (Graph, error) {
 	if err != nil {
 		return Graph{}, err
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: Timeout}
+	hc := &http.Client{Timeout: Timeout}
+	if c.HTTP != nil {
+		cp := *c.HTTP
+		hc = &cp
 	}
+	// The redirect policy holds whatever client was given: a redirect from
+	// https to http would hand the node's query and the graph it trusts
+	// to anyone on the path.
+	hc.CheckRedirect = checkRedirect(hc.CheckRedirect)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
 	if err != nil {
 		return Graph{}, fmt.Errorf("fetching the update graph: %w", err)
@@ -125,4 +134,21 @@ func (c *Client) Fetch(ctx context.Context, p Params) (Graph, error) {
 		return Graph{}, fmt.Errorf("GET %s: %w", endpoint, err)
 	}
 	return g, nil
+}
+
+// checkRedirect refuses a redirect that leaves https and bounds their
+// number, then asks next (the caller's policy), if any.
+func checkRedirect(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if len(via) > MaxRedirects {
+			return fmt.Errorf("stopped after %d redirects", MaxRedirects)
+		}
+		if prev := via[len(via)-1]; prev.URL.Scheme == "https" && req.URL.Scheme != "https" {
+			return fmt.Errorf("refusing the redirect from %s to %s: it leaves https", prev.URL.Redacted(), req.URL.Redacted())
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		return nil
+	}
 }

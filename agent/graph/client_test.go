@@ -102,3 +102,45 @@ func TestFetchServerError(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A redirect that leaves https is refused, whatever client was given; one
+// within https is followed, a loop is cut.
+func TestFetchRedirects(t *testing.T) {
+	plain := gt.New(rel("40.1", 'a'), rel("40.2", 'b'))
+	defer plain.Close()
+	var tls *httptest.Server
+	tls = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/down/v1/graph":
+			http.Redirect(w, r, plain.URL+"/v1/graph?"+r.URL.RawQuery, http.StatusFound)
+		case "/loop/v1/graph":
+			http.Redirect(w, r, tls.URL+"/loop/v1/graph", http.StatusFound)
+		case "/moved/v1/graph":
+			http.Redirect(w, r, tls.URL+"/v1/graph", http.StatusMovedPermanently)
+		default:
+			w.Write([]byte(`{"nodes":[],"edges":[]}`))
+		}
+	}))
+	defer tls.Close()
+	for _, tc := range []struct{ path, err string }{
+		{"/down", "leaves https"},
+		{"/loop", "stopped after 5 redirects"},
+		{"/moved", ""},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			_, err := (&graph.Client{BaseURL: tls.URL + tc.path, HTTP: tls.Client()}).Fetch(context.Background(), params())
+			if tc.err == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("err = %v, want %q", err, tc.err)
+			}
+		})
+	}
+	if n := len(plain.Queries()); n != 0 {
+		t.Errorf("the plain-http server was queried %d times", n)
+	}
+}

@@ -137,6 +137,10 @@ func (s *Source) check(ctx context.Context, st *rpmostree.Status) (Report, *stat
 		return r, nil, fmt.Errorf("checking the update graph (stream %s, %s): %w: %s", p.Stream, p.Basearch, ErrNotInGraph, d.Why)
 	}
 	if d.Target == nil {
+		if p := pulled(st, d); p != nil {
+			r.Why = p.Error()
+			return r, nil, p
+		}
 		return r, nil, nil
 	}
 	r.Target = d.Target.Version
@@ -149,6 +153,53 @@ func (s *Source) check(ctx context.Context, st *rpmostree.Status) (Report, *stat
 		t.Checksum = dg
 	}
 	return r, t, nil
+}
+
+// ErrPulled: the update graph no longer offers the staged release.
+var ErrPulled = errors.New("the staged release was pulled from the update graph")
+
+// PulledError is Check's answer when the graph no longer offers the staged
+// release from the booted one: the engine's PulledRelease, which discards
+// and sets it aside; not a failure to check.
+type PulledError struct {
+	// Checksum is the staged deployment's (the base commit, or the image
+	// digest), as the engine names it.
+	Checksum, Version string
+	Why               string
+}
+
+func (e *PulledError) Error() string {
+	return fmt.Sprintf("release %s (%s) was pulled: %s", e.Version, e.Checksum, e.Why)
+}
+
+func (e *PulledError) Is(target error) bool { return target == ErrPulled }
+
+// PulledChecksum is engine.PulledRelease's.
+func (e *PulledError) PulledChecksum() string { return e.Checksum }
+
+// pulled is the staged release of st when the graph no longer offers it
+// from the booted release (Fedora pulls a broken release by taking it, or
+// the edges to it, out of the graph); nil while it is offered, or when
+// nothing is staged. Only the graph can tell: an empty `upgrade --check`
+// says nothing of what is staged.
+func pulled(st *rpmostree.Status, d Decision) *PulledError {
+	s, ok := st.Staged()
+	if !ok || d.Booted == nil {
+		return nil
+	}
+	payload := s.Target()
+	if s.IsContainer() {
+		if payload, ok = pinned(s); !ok {
+			return nil // cannot name it as the graph does: cannot tell
+		}
+	}
+	for _, r := range d.Next {
+		if r.Payload == payload {
+			return nil
+		}
+	}
+	return &PulledError{Checksum: s.Target(), Version: s.Version,
+		Why: fmt.Sprintf("the update graph no longer offers it from booted %s (%s)", d.Booted.Version, d.Why)}
 }
 
 // params is the query for the booted deployment bd.

@@ -114,3 +114,41 @@ func TestSourceOCI(t *testing.T) {
 		t.Errorf("query %v", q)
 	}
 }
+
+// A staged release the graph no longer offers from the booted one is
+// reported pulled (engine.PulledError), however it went: taken out of the
+// graph, or its edges gone. While it is offered, or nothing is staged, an
+// empty answer is "no update".
+func TestSourcePulled(t *testing.T) {
+	s := gt.New(rel("40.1", 'a'), rel("40.2", 'b'))
+	defer s.Close()
+	src := &graph.Source{Client: &graph.Client{BaseURL: s.URL}, Identity: graph.Identity{Wariness: -1}}
+	ctx := context.Background()
+	stg := rpmostree.Deployment{ID: "s", Checksum: sum('b'), Version: "40.2", Staged: true}
+	if tg, err := src.Check(ctx, status(stg, booted('a', "40.1"))); err != nil || tg == nil || tg.Checksum != sum('b') {
+		t.Fatalf("check with 40.2 staged and offered = %+v, %v", tg, err)
+	}
+	for _, tc := range []struct {
+		name string
+		rels []gt.Release
+	}{
+		{"taken out of the graph", []gt.Release{rel("40.1", 'a')}},
+		{"its edges gone (a dead end before it)", []gt.Release{{Version: "40.1", Checksum: sum('a'), DeadEnd: "pulled", Rollout: gt.Done}, rel("40.2", 'b')}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.Set(tc.rels...)
+			tg, err := src.Check(ctx, status(stg, booted('a', "40.1")))
+			var p *graph.PulledError
+			if tg != nil || !errors.As(err, &p) || p.Checksum != sum('b') || p.Version != "40.2" || !errors.Is(err, graph.ErrPulled) {
+				t.Fatalf("check = %+v, %v; want 40.2 pulled", tg, err)
+			}
+			if r := src.Last(); !strings.Contains(r.Why, "pulled") {
+				t.Errorf("report %+v", r)
+			}
+			// Nothing staged: no update, not an error.
+			if tg, err := src.Check(ctx, status(booted('a', "40.1"))); tg != nil || err != nil {
+				t.Errorf("check with nothing staged = %+v, %v", tg, err)
+			}
+		})
+	}
+}

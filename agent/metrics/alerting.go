@@ -28,7 +28,7 @@ func newAlerting() alerting {
 		}),
 		setAside: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: ns, Name: "targets_set_aside",
-			Help: "Update targets set aside after repeated failures (retried on a newer target or update-now).",
+			Help: "Update targets set aside after repeated failures, or pulled from the update graph (retried on a newer target or update-now).",
 		}),
 		gateHolding: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: ns, Name: "gate_holding",

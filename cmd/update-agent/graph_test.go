@@ -132,6 +132,11 @@ func TestWireGraph(t *testing.T) {
 	if a.graph == nil || a.os.Graph != a.graph || !a.stager.Exact {
 		t.Fatalf("graph source not wired: %+v", a.os)
 	}
+	// Only the graph can say a staged release was pulled: it is asked
+	// again before queueing and before the hooks.
+	if !a.policy().RecheckStaged {
+		t.Error("the graph source does not re-check the staged release")
+	}
 	want := graph.Identity{Group: "etcd", NodeUUID: "975228d46dc94622b9bbe16671e2b58d", Platform: "metal", Wariness: 0.25}
 	if a.graph.Identity != want || a.graph.Client.BaseURL != "http://graph.example" {
 		t.Errorf("identity %+v, want %+v", a.graph.Identity, want)

@@ -62,7 +62,7 @@ A bad command line.
 doctor found nothing wrong, but the cluster holds reboots now (an etcd alarm, an unhealthy member, no leader, a gate that holds).
 .TP
 .B %d
-The configuration cannot be loaded (the message names the file and key); systemd does not restart the daemon.
+The configuration cannot be loaded (the message names the file and key), or the daemon cannot use bootc (too old, or its status unreadable); systemd does not restart the daemon.
 .TP
 .B %d
 Another update driver (zincati) owns rpm-ostree on this host, or bootc's own updater (bootc-fetch-apply-updates.timer) can reboot it without a slot (updates.mask_bootc_timer); systemd does not restart the daemon.

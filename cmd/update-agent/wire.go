@@ -178,6 +178,8 @@ func (a *agent) policy() engine.Policy {
 		RecheckInterval: recheckInterval,
 		RebootTimeout:   rebootTimeout,
 		LoggedInDelay:   c.Reboot.LoggedInDelay.D(), // no sessions are counted without reboot.notify_users
+		// Only the graph can say a staged release was pulled.
+		RecheckStaged: c.Updates.Source == config.SourceGraph,
 	}
 }
 

@@ -103,7 +103,11 @@ func bootcPorts(cfg *config.Config, root, stateDir string, c *bootc.Client, rpm 
 func (a *agent) wireBackend(client *rpmostree.Client) error {
 	ch, err := chooseBackend(context.Background(), a.cfg, a.log)
 	if err != nil {
-		return err
+		// A bootc too old, or one whose status or version cannot be read,
+		// does not change by restarting every RestartSec: exit 78 so
+		// systemd stops, with the reason, until the host or
+		// updates.backend is fixed.
+		return configError{err}
 	}
 	a.backend = ch
 	a.log.Info("update backend", "backend", ch.Name, "reason", ch.Reason)

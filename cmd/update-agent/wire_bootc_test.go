@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -31,6 +33,9 @@ func TestWireBackend(t *testing.T) {
 		{name: "rpm-ostree configured", backend: "rpm-ostree", bootcPath: bin.Bootc, want: "rpm-ostree"},
 		{name: "bootc too old", backend: "auto", bootcPath: bin.Bootc, env: []string{si.EnvBootcVersion + "=1.11.0"},
 			errSub: "bootc 1.11.0 is installed, the agent needs bootc >= 1.12.0"},
+		{name: "bootc status unreadable", backend: "auto", bootcPath: brokenBootc(t),
+			errSub: "choosing the update backend (updates.backend = \"auto\")"},
+		{name: "bootc version unreadable", backend: "bootc", bootcPath: brokenBootc(t), errSub: "updates.backend bootc"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, kv := range append([]string{si.EnvBootcPackageMode + "=", si.EnvBootcVersion + "="}, tc.env...) {
@@ -46,8 +51,16 @@ func TestWireBackend(t *testing.T) {
 			}
 			a, err := wire(cfg, t.TempDir(), log, nil, nil)
 			if tc.errSub != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.errSub) || !errors.Is(err, bootc.ErrTooOld) {
+				if err == nil || !strings.Contains(err.Error(), tc.errSub) {
 					t.Fatalf("err = %v, want %q", err, tc.errSub)
+				}
+				if strings.Contains(tc.name, "too old") && !errors.Is(err, bootc.ErrTooOld) {
+					t.Errorf("err = %v, not bootc.ErrTooOld", err)
+				}
+				// Restarting does not change bootc: systemd must not
+				// restart into it every RestartSec.
+				if code := exitCode(err, io.Discard); code != exitBadConfig {
+					t.Errorf("exit %d, want %d (EX_CONFIG)", code, exitBadConfig)
 				}
 				return
 			}
@@ -67,6 +80,16 @@ func TestWireBackend(t *testing.T) {
 	}
 }
 
+// brokenBootc is a bootc that fails every command, as one whose status
+// cannot be read.
+func brokenBootc(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "bootc")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\necho 'error: broken' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestDoctorBackend: doctor reports the backend it would use, and why.
 func TestDoctorBackend(t *testing.T) {
 	bin := useStandin(t)
@@ -81,6 +104,20 @@ func TestDoctorBackend(t *testing.T) {
 		_, out, stderr := runIn("doctor", "--root", root)
 		if !strings.Contains(out, tc.want) {
 			t.Errorf("doctor output lacks %q:\n%s%s", tc.want, out, stderr)
+		}
+	}
+}
+
+// A bootc whose status cannot be read exits 78 without the stand-in too
+// (TestWireBackend skips where ostree is missing).
+func TestWireBackendBrokenBootcExits78(t *testing.T) {
+	cfg := config.Default()
+	cfg.Agent.Bootc = brokenBootc(t)
+	for _, backend := range []string{"auto", "bootc"} {
+		cfg.Updates.Backend = backend
+		err := (&agent{cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil))}).wireBackend(nil)
+		if code := exitCode(err, io.Discard); code != exitBadConfig {
+			t.Errorf("backend %s: exit %d (%v), want %d", backend, code, err, exitBadConfig)
 		}
 	}
 }

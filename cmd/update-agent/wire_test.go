@@ -36,7 +36,7 @@ func TestWireMapsConfig(t *testing.T) {
 	}
 	defer a.close()
 	p := a.policy()
-	if p.CheckInterval != 7*time.Minute || p.MaxFailures != 5 || !p.Disabled || p.MoveLeader || !p.RequireSafe {
+	if p.CheckInterval != 7*time.Minute || p.MaxFailures != 5 || !p.Disabled || p.MoveLeader || !p.RequireSafe || p.RecheckStaged {
 		t.Errorf("policy %+v", p)
 	}
 	sat := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC) // a Saturday, 03:00 UTC

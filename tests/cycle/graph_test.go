@@ -26,10 +26,12 @@ type graphSolo struct {
 	srv  *gt.Server
 	src  *graph.Source
 	motd string
+	// recheck is the daemon's Policy.RecheckStaged for the graph source.
+	recheck bool
 }
 
 func newGraphSolo(t *testing.T) *graphSolo {
-	g := &graphSolo{solo: newSolo(t), srv: gt.New()}
+	g := &graphSolo{solo: newSolo(t), srv: gt.New(), recheck: true}
 	t.Cleanup(g.srv.Close)
 	g.motd = filepath.Join(t.TempDir(), "motd.d", "85-update-agent-deadend")
 	g.src = &graph.Source{Client: &graph.Client{BaseURL: g.srv.URL},
@@ -46,7 +48,7 @@ func (g *graphSolo) start() {
 	a.eng = engine.New(engine.Options{OS: adapters.OS{Client: client, Graph: g.src}, Stager: adapters.PlainStager{Client: client, Exact: true},
 		Store: state.Store{Dir: a.dir}, BootID: func() (string, error) { return b, nil }, Log: a.log,
 		Policy: engine.Policy{CheckInterval: 200 * time.Millisecond, Retry: engine.Backoff{Base: 200 * time.Millisecond, Max: 200 * time.Millisecond},
-			MaxFailures: 3, Window: &a.win, RecheckInterval: 200 * time.Millisecond, RebootTimeout: time.Minute}})
+			MaxFailures: 3, Window: &a.win, RecheckInterval: 200 * time.Millisecond, RebootTimeout: time.Minute, RecheckStaged: g.recheck}})
 	var ctx context.Context
 	ctx, a.cancel = context.WithCancel(context.Background())
 	a.done = make(chan error, 1)
