@@ -186,7 +186,11 @@ func (a *agent) wireEtcd() error {
 		return fmt.Errorf("setting up the etcd client: %w", err)
 	}
 	a.etcd = cli
-	member := etcdmember.New(cli, memberOptions(c, a.log))
+	mo := memberOptions(c, a.log)
+	if memberHost != nil {
+		memberHost(&mo)
+	}
+	member := etcdmember.New(cli, mo)
 	a.lock = &adapters.Lock{
 		Node: a.node,
 		OnPosition: func(p lock.Position) {
@@ -232,6 +236,11 @@ func localMemberName(member *etcdmember.Cluster) func(context.Context) (string, 
 		return m.Name, nil
 	}
 }
+
+// memberHost, when set (tests), changes how the daemon's member lookup
+// sees this host (its addresses, host name, local endpoints), so that a
+// test can make it a member's host while it runs; nil in the daemon.
+var memberHost func(*etcdmember.Options)
 
 // memberOptions is how the daemon and doctor find the local member.
 func memberOptions(c *config.Config, log *slog.Logger) etcdmember.Options {
