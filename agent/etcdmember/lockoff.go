@@ -1,0 +1,136 @@
+package etcdmember
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// With lock.enabled = false the agent reboots with no slot, no quorum check
+// and no leader move: only a worker may run so. The configuration names the
+// member's unit or process when it knows (config refuses those); with
+// etcd.member = "auto" and neither, the host itself must be asked, and the
+// agent may have no etcd endpoints at all. What a host shows of a member
+// without the cluster's word: a process named etcd, and a listener on
+// etcd's ports (a static pod's member shares the host's network).
+
+// EtcdProcess is the process name (/proc/PID/comm) of an etcd member.
+const EtcdProcess = "etcd"
+
+// EtcdPorts are etcd's client and peer ports (IANA).
+var EtcdPorts = []uint16{2379, 2380}
+
+// Signs is what this host shows of an etcd member running on it.
+type Signs struct {
+	// Processes are the PIDs of processes named EtcdProcess; ProcErr says
+	// that the processes could not be listed.
+	Processes []string
+	ProcErr   error
+	// Listeners are TCP sockets listening on EtcdPorts in this network
+	// namespace; ListenErr says that its socket tables could not be read.
+	Listeners []netip.AddrPort
+	ListenErr error
+	// Asked: etcd.endpoints are set and the cluster's members were matched
+	// against this host (LocalMatch): Match, or MatchErr.
+	Asked    bool
+	Match    Match
+	MatchErr error
+}
+
+// LockOff is the verdict on running without the lock.
+type LockOff int
+
+const (
+	// LockOffWorker: nothing on this host looks like a member.
+	LockOffWorker LockOff = iota
+	// LockOffMember: this host runs an etcd member.
+	LockOffMember
+	// LockOffUnsure: some evidence could not be read; not a worker.
+	LockOffUnsure
+)
+
+// JudgeLockOff decides whether a host with lock.enabled = false runs an
+// etcd member; why says what decided. Any sign of a member decides; short of
+// one, evidence that could not be read leaves it unsure, which must refuse
+// like a member (a worker skips every check).
+func JudgeLockOff(s Signs) (LockOff, string) {
+	var member []string
+	if len(s.Processes) > 0 {
+		member = append(member, fmt.Sprintf("process %q runs (pid %s)", EtcdProcess, strings.Join(s.Processes, ", ")))
+	}
+	if len(s.Listeners) > 0 {
+		var ls []string
+		for _, l := range s.Listeners {
+			ls = append(ls, l.String())
+		}
+		member = append(member, "etcd's ports are listened on ("+strings.Join(ls, ", ")+")")
+	}
+	if s.Asked && s.MatchErr == nil && s.Match.Found {
+		member = append(member, "the cluster lists it: "+s.Match.How)
+	}
+	if len(member) > 0 {
+		return LockOffMember, "this host runs an etcd member: " + strings.Join(member, "; ")
+	}
+	var unsure []string
+	for _, err := range []error{s.ProcErr, s.ListenErr} {
+		if err != nil {
+			unsure = append(unsure, err.Error())
+		}
+	}
+	if s.Asked && s.MatchErr != nil {
+		unsure = append(unsure, s.MatchErr.Error())
+	}
+	if len(unsure) > 0 {
+		return LockOffUnsure, "cannot tell whether this host runs an etcd member: " + strings.Join(unsure, "; ")
+	}
+	why := fmt.Sprintf("no process %q and no listener on ports %v", EtcdProcess, EtcdPorts)
+	if s.Asked {
+		why += "; " + s.Match.How
+	} else {
+		why += "; etcd.endpoints not set, the cluster was not asked"
+	}
+	return LockOffWorker, why
+}
+
+// LookSigns gathers Signs from procRoot ("/proc") and, when c is not nil,
+// the cluster.
+func LookSigns(ctx context.Context, procRoot string, c *Cluster) Signs {
+	var s Signs
+	s.Processes, s.ProcErr = ProcessPIDs(procRoot, EtcdProcess)
+	if s.ProcErr != nil {
+		s.ProcErr = fmt.Errorf("looking for an etcd process: %w", s.ProcErr)
+	}
+	s.Listeners, s.ListenErr = PortListeners(procRoot, EtcdPorts...)
+	if c != nil {
+		s.Asked = true
+		s.Match, s.MatchErr = c.LocalMatch(ctx)
+	}
+	return s
+}
+
+// PortListeners lists the TCP sockets listening on ports in the network
+// namespace of procRoot's reader (procRoot/net/tcp and tcp6), whichever
+// process holds them. A host without IPv6 has no tcp6 table.
+func PortListeners(procRoot string, ports ...uint16) ([]netip.AddrPort, error) {
+	var out []netip.AddrPort
+	for _, table := range []string{"tcp", "tcp6"} {
+		ls, err := scanListening(filepath.Join(procRoot, "net", table), nil)
+		if table == "tcp6" && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the listening sockets: %w", err)
+		}
+		for _, l := range ls {
+			if slices.Contains(ports, l.Port()) && !slices.Contains(out, l) {
+				out = append(out, l)
+			}
+		}
+	}
+	return out, nil
+}
