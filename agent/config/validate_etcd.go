@@ -103,6 +103,16 @@ func (k *checker) memberNeedsLock(e *Etcd) {
 	}
 }
 
+// LockOffRefused is the error, naming lock.enabled and the file that set
+// it, for lock.enabled = false on a host found to run an etcd member (or
+// not known not to): the configuration could not tell (etcd.member =
+// "auto"), the host did. why says what was found.
+func (c *Config) LockOffRefused(why string) error {
+	return &FieldError{File: c.src.File("lock.enabled"), Key: "lock.enabled",
+		Msg: "false is refused: " + why + "; without the lock this host would reboot with no slot, quorum check or leader move: " +
+			"set lock.enabled = true (with etcd.endpoints) on a member's host"}
+}
+
 // MaxFollowersGrace bounds leader.followers_grace: longer would hold the
 // leader's update back for days when a member never gets it.
 const MaxFollowersGrace = 24 * time.Hour

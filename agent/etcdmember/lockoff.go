@@ -35,11 +35,17 @@ type Signs struct {
 	// namespace; ListenErr says that its socket tables could not be read.
 	Listeners []netip.AddrPort
 	ListenErr error
-	// Asked: etcd.endpoints are set and the cluster's members were matched
-	// against this host (LocalMatch): Match, or MatchErr.
+	// Asked: etcd.endpoints are set and the cluster was asked. ListErr:
+	// its members could not be listed; else they were matched against this
+	// host (LocalMatch): Match, or MatchErr.
 	Asked    bool
+	ListErr  error
 	Match    Match
 	MatchErr error
+	// LocalOnly: every endpoint is a loopback one (the default). Then a
+	// cluster that does not answer says only that no member serves here;
+	// a remote one that does not answer leaves this host unknown.
+	LocalOnly bool
 }
 
 // LockOff is the verdict on running without the lock.
@@ -70,7 +76,7 @@ func JudgeLockOff(s Signs) (LockOff, string) {
 		}
 		member = append(member, "etcd's ports are listened on ("+strings.Join(ls, ", ")+")")
 	}
-	if s.Asked && s.MatchErr == nil && s.Match.Found {
+	if s.Asked && s.ListErr == nil && s.MatchErr == nil && s.Match.Found {
 		member = append(member, "the cluster lists it: "+s.Match.How)
 	}
 	if len(member) > 0 {
@@ -82,24 +88,31 @@ func JudgeLockOff(s Signs) (LockOff, string) {
 			unsure = append(unsure, err.Error())
 		}
 	}
-	if s.Asked && s.MatchErr != nil {
+	switch {
+	case !s.Asked:
+	case s.ListErr != nil && !s.LocalOnly:
+		unsure = append(unsure, s.ListErr.Error())
+	case s.ListErr == nil && s.MatchErr != nil:
 		unsure = append(unsure, s.MatchErr.Error())
 	}
 	if len(unsure) > 0 {
 		return LockOffUnsure, "cannot tell whether this host runs an etcd member: " + strings.Join(unsure, "; ")
 	}
 	why := fmt.Sprintf("no process %q and no listener on ports %v", EtcdProcess, EtcdPorts)
-	if s.Asked {
+	switch {
+	case s.Asked && s.ListErr != nil:
+		why += "; no member serves the local endpoints (" + s.ListErr.Error() + ")"
+	case s.Asked:
 		why += "; " + s.Match.How
-	} else {
+	default:
 		why += "; etcd.endpoints not set, the cluster was not asked"
 	}
 	return LockOffWorker, why
 }
 
 // LookSigns gathers Signs from procRoot ("/proc") and, when c is not nil,
-// the cluster.
-func LookSigns(ctx context.Context, procRoot string, c *Cluster) Signs {
+// the cluster (reached through endpoints).
+func LookSigns(ctx context.Context, procRoot string, c *Cluster, endpoints []string) Signs {
 	var s Signs
 	s.Processes, s.ProcErr = ProcessPIDs(procRoot, EtcdProcess)
 	if s.ProcErr != nil {
@@ -107,8 +120,10 @@ func LookSigns(ctx context.Context, procRoot string, c *Cluster) Signs {
 	}
 	s.Listeners, s.ListenErr = PortListeners(procRoot, EtcdPorts...)
 	if c != nil {
-		s.Asked = true
-		s.Match, s.MatchErr = c.LocalMatch(ctx)
+		s.Asked, s.LocalOnly = true, len(endpoints) > 0 && !slices.ContainsFunc(endpoints, func(ep string) bool { return !isLoopback(ep) })
+		if _, s.ListErr = c.Members(ctx); s.ListErr == nil {
+			s.Match, s.MatchErr = c.LocalMatch(ctx)
+		}
 	}
 	return s
 }

@@ -28,8 +28,10 @@ func TestJudgeLockOff(t *testing.T) {
 		{"a sign beats what could not be read", Signs{Processes: []string{"9"}, ListenErr: unreadable, Asked: true, MatchErr: unreadable}, LockOffMember, "runs an etcd member"},
 		{"processes unreadable", Signs{ProcErr: unreadable}, LockOffUnsure, "permission denied"},
 		{"socket tables unreadable", Signs{ListenErr: unreadable}, LockOffUnsure, "cannot tell"},
-		{"cluster unreachable", Signs{Asked: true, MatchErr: errors.New("listing etcd members: context deadline exceeded")}, LockOffUnsure, "deadline"},
-		{"cluster error with a stale found match", Signs{Asked: true, Match: m, MatchErr: unreadable}, LockOffUnsure, "cannot tell"},
+		{"remote cluster unreachable", Signs{Asked: true, ListErr: errors.New("listing etcd members: context deadline exceeded")}, LockOffUnsure, "deadline"},
+		{"the local endpoint does not answer", Signs{Asked: true, LocalOnly: true, ListErr: errors.New("listing etcd members: context deadline exceeded")}, LockOffWorker, "no member serves the local endpoints"},
+		{"the local member answers, but matching fails", Signs{Asked: true, LocalOnly: true, MatchErr: errors.New("this host matches several etcd members")}, LockOffUnsure, "several"},
+		{"matching fails with a found match", Signs{Asked: true, Match: m, MatchErr: unreadable}, LockOffUnsure, "cannot tell"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, why := JudgeLockOff(tc.s)
@@ -77,7 +79,7 @@ func TestLookSigns(t *testing.T) {
 		{"no tcp table", "sshd", "", "", LockOffUnsure, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := LookSigns(t.Context(), mk(t, tc.comm, tc.tcp, tc.six), nil)
+			s := LookSigns(t.Context(), mk(t, tc.comm, tc.tcp, tc.six), nil, nil)
 			var ls []string
 			for _, l := range s.Listeners {
 				ls = append(ls, l.String())
@@ -87,7 +89,7 @@ func TestLookSigns(t *testing.T) {
 			}
 		})
 	}
-	if got, why := JudgeLockOff(LookSigns(t.Context(), filepath.Join(t.TempDir(), "missing"), nil)); got != LockOffUnsure {
+	if got, why := JudgeLockOff(LookSigns(t.Context(), filepath.Join(t.TempDir(), "missing"), nil, nil)); got != LockOffUnsure {
 		t.Errorf("an unreadable /proc: %v (%s), want unsure", got, why)
 	}
 }

@@ -73,6 +73,13 @@ func runDaemon(env *cmdEnv, args []string) error {
 	// Before rpm-ostree is asked anything: a killed predecessor may have
 	// left rpm-ostreed frozen, and then status would never answer.
 	stage.RecoverAtStart(ctx, a.log, a.stagerPort.Recover)
+	// Without the lock, only on a worker (after the recovery: undoing a
+	// killed staging is safe anywhere).
+	if a.lockOff != nil {
+		if err := a.lockOff.Check(ctx); err != nil {
+			return err
+		}
+	}
 	first, err := a.firstStatus(ctx, firstStatusTimeout)
 	if err != nil {
 		return err

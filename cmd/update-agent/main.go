@@ -27,6 +27,9 @@ const (
 	// like a bad configuration, restarting cannot fix it (also in
 	// RestartPreventExitStatus).
 	exitForeignDriver = 79
+	// exitMemberNoLock: lock.enabled = false on a host found to run an etcd
+	// member; only the configuration can fix it (RestartPreventExitStatus).
+	exitMemberNoLock = 80
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -84,6 +87,7 @@ func exitCode(err error, stderr io.Writer) int {
 	var ce configError
 	var ece *etcdclient.ConfigError
 	var dw doctorWaiting
+	var mn memberNoLock
 	switch {
 	case errors.As(err, &dw):
 		return exitWaiting
@@ -95,6 +99,8 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitBadConfig
 	case errors.Is(err, adapters.ErrForeignDriver):
 		return exitForeignDriver
+	case errors.As(err, &mn):
+		return exitMemberNoLock
 	default:
 		return exitFailure
 	}

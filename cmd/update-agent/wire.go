@@ -56,6 +56,11 @@ type agent struct {
 	baseline *guard.Keeper
 	etcd     *clientv3.Client // nil without lock and etcd
 	lock     *adapters.Lock   // nil when locking is disabled
+	// lockOff checks that a host without the lock runs no etcd member
+	// (nil with the lock).
+	lockOff *lockOff
+	// lockPort is the engine's lock: lock, or without it lockOffLock.
+	lockPort engine.Lock
 	cluster  *adapters.Cluster
 	metrics  *metrics.Metrics
 	engine   *engine.Engine
@@ -112,6 +117,8 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 		if err := a.wireEtcd(); err != nil {
 			return nil, err
 		}
+	} else if a.lockOff, err = newLockOff(cfg, root, a.log); err != nil {
+		return nil, err
 	}
 
 	a.window = engine.Always{}
@@ -153,9 +160,11 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 		Beat:    beat,
 	}
 	if a.lock != nil {
-		o.Lock = a.lock
-		o.Cluster = a.cluster
+		a.lockPort, o.Cluster = a.lock, a.cluster
+	} else {
+		a.lockPort = lockOffLock{check: a.lockOff.Check}
 	}
+	o.Lock = a.lockPort
 	a.engine = engine.New(o)
 	return a, nil
 }
@@ -255,6 +264,9 @@ func (a *agent) close() {
 	}
 	if a.etcd != nil {
 		a.etcd.Close()
+	}
+	if a.lockOff != nil {
+		a.lockOff.close()
 	}
 }
 
