@@ -160,3 +160,20 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// TestDoctorLockOff: doctor's reboot lock line fails lock.enabled = false
+// beside an etcd member, as the daemon refuses it, and passes it on a
+// worker.
+func TestDoctorLockOff(t *testing.T) {
+	for _, tc := range []struct{ comm, line, want string }{
+		{"etcd", "FAIL  reboot lock    /", `50-nolock.toml: lock.enabled: false is refused: this host runs an etcd member: process "etcd" runs`},
+		{"sshd", "ok    reboot lock    lock.enabled = false", "this node reboots without a slot (no etcd member found on this host)"},
+	} {
+		root := configRoot(t, map[string]string{"50-nolock.toml": "[lock]\nenabled = false\n[etcd]\nendpoints = []\n[staging]\npaths = []\n"})
+		fakeProc(t, root, tc.comm, "")
+		_, out, stderr := runIn("doctor", "--root", root)
+		if !strings.Contains(out, tc.line) || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: doctor lacks %q ... %q:\n%s%s", tc.comm, tc.line, tc.want, out, stderr)
+		}
+	}
+}
