@@ -247,7 +247,9 @@ func TestReport(t *testing.T) {
 		}, []string{"ok    reboot lock    lock.enabled = false: this node reboots without a slot (no etcd member found"}},
 		{"lock off beside a member", func(d *Doctor) {
 			d.In.LockEnabled = false
-			d.LockOff = func(context.Context) error { return errors.New("lock.enabled: false is refused: this host runs an etcd member") }
+			d.LockOff = func(context.Context) error {
+				return errors.New("lock.enabled: false is refused: this host runs an etcd member")
+			}
 		}, []string{"FAIL  reboot lock    lock.enabled: false is refused: this host runs an etcd member"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
