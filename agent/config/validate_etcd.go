@@ -86,8 +86,8 @@ func (c *Config) CheckDaemon() error {
 // this host runs an etcd member: without the lock there is no slot, no
 // quorum check and no leader move, and the member would reboot as soon as
 // its update is staged, with other members down or not. (With etcd.member
-// = "auto" and no etcd.local_unit or local_process the configuration cannot tell; doctor
-// says that the node reboots without a slot.)
+// = "auto" and no etcd.local_unit or local_process the configuration cannot
+// tell: the daemon, check-config and doctor ask the host, LockOffRefused.)
 func (k *checker) memberNeedsLock(e *Etcd) {
 	if k.c.Lock.Enabled {
 		return

@@ -177,3 +177,20 @@ func TestDoctorLockOff(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfigLockOff: check-config reads the host as the daemon does
+// (its /proc, not the cluster): lock.enabled = false beside an etcd
+// process is a configuration error naming the key and its file.
+func TestCheckConfigLockOff(t *testing.T) {
+	for _, tc := range []struct {
+		comm string
+		code int
+	}{{"etcd", exitBadConfig}, {"sshd", exitOK}} {
+		root := configRoot(t, map[string]string{"50-nolock.toml": "[lock]\nenabled = false\n"})
+		fakeProc(t, root, tc.comm, "")
+		code, _, stderr := runIn("check-config", "--root", root)
+		if code != tc.code || (tc.code != exitOK && !strings.Contains(stderr, `50-nolock.toml: lock.enabled: false is refused: this host runs an etcd member: process "etcd" runs`)) {
+			t.Errorf("%s: exit %d, want %d: %s", tc.comm, code, tc.code, stderr)
+		}
+	}
+}
