@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -43,9 +45,12 @@ type Signs struct {
 	Match    Match
 	MatchErr error
 	// LocalOnly: every endpoint is a loopback one (the default). Then a
-	// cluster that does not answer says only that no member serves here;
-	// a remote one that does not answer leaves this host unknown.
-	LocalOnly bool
+	// cluster that does not answer, on ports nothing listens on, says only
+	// that no member serves here; one that does not answer on a port
+	// something listens on (EndpointListeners: a member refusing our
+	// credentials?), or a remote one, leaves this host unknown.
+	LocalOnly         bool
+	EndpointListeners []netip.AddrPort
 }
 
 // LockOff is the verdict on running without the lock.
@@ -70,11 +75,7 @@ func JudgeLockOff(s Signs) (LockOff, string) {
 		member = append(member, fmt.Sprintf("process %q runs (pid %s)", EtcdProcess, strings.Join(s.Processes, ", ")))
 	}
 	if len(s.Listeners) > 0 {
-		var ls []string
-		for _, l := range s.Listeners {
-			ls = append(ls, l.String())
-		}
-		member = append(member, "etcd's ports are listened on ("+strings.Join(ls, ", ")+")")
+		member = append(member, "etcd's ports are listened on ("+joinAddrPorts(s.Listeners)+")")
 	}
 	if s.Asked && s.ListErr == nil && s.MatchErr == nil && s.Match.Found {
 		member = append(member, "the cluster lists it: "+s.Match.How)
@@ -92,6 +93,8 @@ func JudgeLockOff(s Signs) (LockOff, string) {
 	case !s.Asked:
 	case s.ListErr != nil && !s.LocalOnly:
 		unsure = append(unsure, s.ListErr.Error())
+	case s.ListErr != nil && len(s.EndpointListeners) > 0:
+		unsure = append(unsure, fmt.Sprintf("the local endpoints' ports are listened on (%s) but %v", joinAddrPorts(s.EndpointListeners), s.ListErr))
 	case s.ListErr == nil && s.MatchErr != nil:
 		unsure = append(unsure, s.MatchErr.Error())
 	}
@@ -110,6 +113,14 @@ func JudgeLockOff(s Signs) (LockOff, string) {
 	return LockOffWorker, why
 }
 
+func joinAddrPorts(ls []netip.AddrPort) string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, l.String())
+	}
+	return strings.Join(out, ", ")
+}
+
 // LookSigns gathers Signs from procRoot ("/proc") and, when c is not nil,
 // the cluster (reached through endpoints).
 func LookSigns(ctx context.Context, procRoot string, c *Cluster, endpoints []string) Signs {
@@ -123,9 +134,29 @@ func LookSigns(ctx context.Context, procRoot string, c *Cluster, endpoints []str
 		s.Asked, s.LocalOnly = true, len(endpoints) > 0 && !slices.ContainsFunc(endpoints, func(ep string) bool { return !isLoopback(ep) })
 		if _, s.ListErr = c.Members(ctx); s.ListErr == nil {
 			s.Match, s.MatchErr = c.LocalMatch(ctx)
+		} else if s.LocalOnly && s.ListenErr == nil {
+			s.EndpointListeners, _ = PortListeners(procRoot, endpointPorts(endpoints)...)
 		}
 	}
 	return s
+}
+
+// endpointPorts are the ports of client URLs (etcd's client port when one
+// names none).
+func endpointPorts(endpoints []string) []uint16 {
+	var out []uint16
+	for _, ep := range endpoints {
+		u, err := url.Parse(ep)
+		if err != nil {
+			continue
+		}
+		p, err := strconv.ParseUint(u.Port(), 10, 16)
+		if err != nil {
+			p = uint64(EtcdPorts[0])
+		}
+		out = append(out, uint16(p))
+	}
+	return out
 }
 
 // PortListeners lists the TCP sockets listening on ports in the network

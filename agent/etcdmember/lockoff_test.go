@@ -30,6 +30,8 @@ func TestJudgeLockOff(t *testing.T) {
 		{"socket tables unreadable", Signs{ListenErr: unreadable}, LockOffUnsure, "cannot tell"},
 		{"remote cluster unreachable", Signs{Asked: true, ListErr: errors.New("listing etcd members: context deadline exceeded")}, LockOffUnsure, "deadline"},
 		{"the local endpoint does not answer", Signs{Asked: true, LocalOnly: true, ListErr: errors.New("listing etcd members: context deadline exceeded")}, LockOffWorker, "no member serves the local endpoints"},
+		{"the local endpoint does not answer, but its port is listened on", Signs{Asked: true, LocalOnly: true, ListErr: errors.New("listing etcd members: context deadline exceeded"),
+			EndpointListeners: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:12379")}}, LockOffUnsure, "127.0.0.1:12379"},
 		{"the local member answers, but matching fails", Signs{Asked: true, LocalOnly: true, MatchErr: errors.New("this host matches several etcd members")}, LockOffUnsure, "several"},
 		{"matching fails with a found match", Signs{Asked: true, Match: m, MatchErr: unreadable}, LockOffUnsure, "cannot tell"},
 	} {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -124,13 +125,13 @@ func TestLockOffChecksAtEveryStep(t *testing.T) {
 // worker; a remote endpoint that does not answer leaves it unknown.
 func TestLockOffAsksTheCluster(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
-	check := func(endpoints ...string) error {
+	check := func(tcp string, endpoints ...string) error {
 		cfg := config.Default()
 		cfg.Agent.NodeName = "n1"
 		cfg.Lock.Enabled = false
 		cfg.Etcd.Endpoints = endpoints
 		root := t.TempDir()
-		fakeProc(t, root, "sshd", "")
+		fakeProc(t, root, "sshd", tcp)
 		a, err := wire(cfg, root, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -139,14 +140,21 @@ func TestLockOffAsksTheCluster(t *testing.T) {
 		return a.lockOff.Check(t.Context())
 	}
 	var mn memberNoLock
-	if err := check(c.Members[0].ClientURL); !errors.As(err, &mn) || !strings.Contains(err.Error(), "serves local endpoint") {
+	if err := check("", c.Members[0].ClientURL); !errors.As(err, &mn) || !strings.Contains(err.Error(), "serves local endpoint") {
 		t.Errorf("a member serving the local endpoint: %v, want memberNoLock", err)
 	}
-	dead := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
-	if err := check(dead); err != nil {
+	port := freePort(t)
+	dead := "http://127.0.0.1:" + strconv.Itoa(port)
+	if err := check("", dead); err != nil {
 		t.Errorf("nothing serves the loopback endpoint: %v, want a worker", err)
 	}
-	if err := check("http://192.0.2.1:2379"); err == nil || errors.As(err, &mn) || !strings.Contains(err.Error(), "cannot tell") {
+	// Something listens on the endpoint's port but does not answer as etcd
+	// (a member refusing our credentials, say): not a worker.
+	listening := fmt.Sprintf("   0: 0100007F:%04X 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 100 1 0 100 0 0 10 0\n", port)
+	if err := check(listening, dead); err == nil || errors.As(err, &mn) || !strings.Contains(err.Error(), "cannot tell") {
+		t.Errorf("a loopback endpoint listened on that does not answer: %v, want unsure", err)
+	}
+	if err := check("", "http://192.0.2.1:2379"); err == nil || errors.As(err, &mn) || !strings.Contains(err.Error(), "cannot tell") {
 		t.Errorf("a remote cluster that does not answer: %v, want unsure", err)
 	}
 }
