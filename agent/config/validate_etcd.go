@@ -86,8 +86,8 @@ func (c *Config) CheckDaemon() error {
 // this host runs an etcd member: without the lock there is no slot, no
 // quorum check and no leader move, and the member would reboot as soon as
 // its update is staged, with other members down or not. (With etcd.member
-// = "auto" and no etcd.local_unit or local_process the configuration cannot tell; doctor
-// says that the node reboots without a slot.)
+// = "auto" and no etcd.local_unit or local_process the configuration cannot
+// tell: the daemon, check-config and doctor ask the host, LockOffRefused.)
 func (k *checker) memberNeedsLock(e *Etcd) {
 	if k.c.Lock.Enabled {
 		return
@@ -101,6 +101,16 @@ func (k *checker) memberNeedsLock(e *Etcd) {
 	case e.Member != "auto" && strings.TrimSpace(e.Member) != "":
 		k.failRel("lock.enabled", []string{"etcd.member"}, why, "etcd.member", e.Member)
 	}
+}
+
+// LockOffRefused is the error, naming lock.enabled and the file that set
+// it, for lock.enabled = false on a host found to run an etcd member (or
+// not known not to): the configuration could not tell (etcd.member =
+// "auto"), the host did. why says what was found.
+func (c *Config) LockOffRefused(why string) error {
+	return &FieldError{File: c.src.File("lock.enabled"), Key: "lock.enabled",
+		Msg: "false is refused: " + why + "; without the lock this host would reboot with no slot, quorum check or leader move: " +
+			"set lock.enabled = true (with etcd.endpoints) on a member's host"}
 }
 
 // MaxFollowersGrace bounds leader.followers_grace: longer would hold the

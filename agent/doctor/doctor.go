@@ -200,6 +200,10 @@ type Doctor struct {
 	// Updates, when set, adds updates.source's line (for the update graph:
 	// its reachability and the booted release's place in it).
 	Updates Updates
+	// LockOff, with lock.enabled = false, says whether this host runs an
+	// etcd member (nil: a worker; an error: a member, or it cannot tell):
+	// the daemon refuses to run so beside one.
+	LockOff func(ctx context.Context) error
 	// Timeout bounds each check (default 10s).
 	Timeout time.Duration
 }
@@ -380,7 +384,12 @@ func (d Doctor) disks(context.Context) (string, error) {
 
 func (d Doctor) lock(ctx context.Context) (string, error) {
 	if !d.In.LockEnabled {
-		return "lock.enabled = false: this node reboots without a slot", nil
+		if d.LockOff != nil {
+			if err := d.LockOff(ctx); err != nil {
+				return "", err
+			}
+		}
+		return "lock.enabled = false: this node reboots without a slot (no etcd member found on this host)", nil
 	}
 	gs, err := d.Lock.Status(ctx)
 	if err != nil {

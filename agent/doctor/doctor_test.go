@@ -242,6 +242,15 @@ func TestReport(t *testing.T) {
 			[]string{"FAIL  io control     staging.etcd_io_latency_target is set but the kernel has no io.latency"}},
 		{"lock off", func(d *Doctor) { d.In.LockEnabled = false },
 			[]string{"ok    reboot lock    lock.enabled = false"}},
+		{"lock off on a worker", func(d *Doctor) {
+			d.In.LockEnabled, d.LockOff = false, func(context.Context) error { return nil }
+		}, []string{"ok    reboot lock    lock.enabled = false: this node reboots without a slot (no etcd member found"}},
+		{"lock off beside a member", func(d *Doctor) {
+			d.In.LockEnabled = false
+			d.LockOff = func(context.Context) error {
+				return errors.New("lock.enabled: false is refused: this host runs an etcd member")
+			}
+		}, []string{"FAIL  reboot lock    lock.enabled: false is refused: this host runs an etcd member"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := good()

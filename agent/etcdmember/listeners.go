@@ -88,25 +88,34 @@ func listenersOf(procRoot string, pids []string) []netip.AddrPort {
 }
 
 // listening parses a /proc/net/tcp{,6} table for LISTEN sockets (state
-// 0A) among inodes.
+// 0A) among inodes; an unreadable table has none.
 func listening(path string, inodes map[string]bool) []netip.AddrPort {
+	out, _ := scanListening(path, inodes)
+	return out
+}
+
+// scanListening is listening with the error; nil inodes: every socket.
+func scanListening(path string, inodes map[string]bool) ([]netip.AddrPort, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	defer f.Close()
 	var out []netip.AddrPort
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
-		if len(fs) < 10 || fs[3] != "0A" || !inodes[fs[9]] {
+		if len(fs) < 10 || fs[3] != "0A" || (inodes != nil && !inodes[fs[9]]) {
 			continue
 		}
 		if ap, ok := parseProcAddr(fs[1]); ok {
 			out = append(out, ap)
 		}
 	}
-	return out
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return out, nil
 }
 
 // parseProcAddr parses "0100007F:0950": the address as the kernel's 32-bit

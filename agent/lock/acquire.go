@@ -327,7 +327,7 @@ func (l *Lock) Fence(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(fenceTimeout, l.o.TTL/2))
 	defer cancel()
-	ka, err := l.cli.KeepAliveOnce(ctx, s.Lease())
+	ka, err := l.o.Leases.KeepAliveOnce(ctx, s.Lease())
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return ErrLeaseExpired
 	}

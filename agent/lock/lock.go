@@ -46,6 +46,15 @@ type Options struct {
 	MinInterval time.Duration
 	Log         *slog.Logger
 	Now         func() time.Time // nil: time.Now
+	// Leases renews the node lease in Fence; nil: the etcd client. Tests
+	// inject one to see that the fence renews and checks what is left.
+	Leases LeaseRenewer
+}
+
+// LeaseRenewer is the one lease call Fence makes itself (clientv3.Lease
+// has it).
+type LeaseRenewer interface {
+	KeepAliveOnce(ctx context.Context, id clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error)
 }
 
 func (o Options) validate() error {
@@ -138,6 +147,9 @@ func New(cli *clientv3.Client, o Options) (*Lock, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Leases == nil {
+		o.Leases = cli
 	}
 	if o.MachineID == "" {
 		if o.MachineIDPath == "" {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"github.com/update-agent/update-agent/agent/config"
+	"github.com/update-agent/update-agent/agent/etcdmember"
 )
 
 // runCheckConfig prints the merged configuration with the file each value
@@ -18,6 +20,9 @@ func runCheckConfig(env *cmdEnv, args []string) error {
 	cfg, src, err := config.Load(*root)
 	if err == nil {
 		err = cfg.CheckDaemon() // the daemon's own rules: it reads the same files
+	}
+	if err == nil && !cfg.Lock.Enabled {
+		err = lockOffHere(cfg, *root)
 	}
 	for _, w := range src.Warnings {
 		fmt.Fprintf(env.stderr, "warning: %s\n", w)
@@ -34,6 +39,22 @@ func runCheckConfig(env *cmdEnv, args []string) error {
 	}
 	if err := config.Encode(env.stdout, cfg, src); err != nil {
 		return fmt.Errorf("printing the configuration: %w", err)
+	}
+	return nil
+}
+
+// lockOffHere refuses lock.enabled = false, as the daemon does, when this
+// host shows an etcd member (or cannot be read). check-config stays
+// offline: the cluster is not asked (the daemon and doctor ask it). A tree
+// under --root other than / is an image, not this host: only its own
+// /proc (a test's) is read.
+func lockOffHere(cfg *config.Config, root string) error {
+	p := procRoot(root)
+	if p == "/proc" && rooted(root, "/proc") != "/proc" {
+		return nil
+	}
+	if v, why := etcdmember.JudgeLockOff(etcdmember.LookSigns(context.Background(), p, nil, nil)); v != etcdmember.LockOffWorker {
+		return cfg.LockOffRefused(why)
 	}
 	return nil
 }

@@ -76,6 +76,13 @@ func runDaemon(env *cmdEnv, args []string) error {
 	if err := a.fenceOwners(ctx); err != nil {
 		return err
 	}
+	// Without the lock, only on a worker (after the recovery: undoing a
+	// killed staging is safe anywhere).
+	if a.lockOff != nil {
+		if err := a.lockOff.Check(ctx); err != nil {
+			return err
+		}
+	}
 	first, err := a.firstStatus(ctx, firstStatusTimeout)
 	if err != nil {
 		return err

@@ -104,6 +104,7 @@ paths = []
 [guard]
 enabled = false
 `})
+	fakeProc(t, root, "sshd", "") // a worker, whatever runs beside the test
 	bootFile := filepath.Join(root, state.BootIDPath)
 	os.MkdirAll(filepath.Dir(bootFile), 0o755)
 	os.WriteFile(bootFile, []byte("boot-1\n"), 0o644)
@@ -195,6 +196,7 @@ func TestDaemonRefusesAnotherDriver(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	root := configRoot(t, map[string]string{"50-test.toml": "[agent]\nrpm_ostree = \"" + bin.RpmOstree + "\"\n[lock]\nenabled = false\n"})
+	fakeProc(t, root, "sshd", "")
 	t.Setenv("NOTIFY_SOCKET", "")
 	code, _, stderr := runIn("daemon", "--root", root)
 	if code != exitForeignDriver || !strings.Contains(stderr, "driven by zincati (zincati.service)") ||

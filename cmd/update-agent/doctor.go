@@ -72,6 +72,14 @@ func runDoctor(env *cmdEnv, args []string) error {
 		d.Etcd = doctor.EtcdClient{Cli: cli, Member: member, KeyPrefix: cfg.Lock.KeyPrefix}
 		d.Lock = doctor.EtcdLock{Cli: cli, Prefix: cfg.Lock.KeyPrefix, Group: cfg.Lock.Group, Slots: cfg.Lock.Slots}
 	}
+	if !cfg.Lock.Enabled {
+		lo, err := newLockOff(cfg, *root, log)
+		if err != nil {
+			return err
+		}
+		defer lo.close()
+		d.LockOff = lo.Check
+	}
 	chk, err := gateChecker(cfg, *root, cli, log)
 	if err != nil {
 		return err

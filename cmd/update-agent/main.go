@@ -28,6 +28,9 @@ const (
 	// or bootc's own updater can reboot it; like a bad configuration,
 	// restarting cannot fix it (also in RestartPreventExitStatus).
 	exitForeignDriver = 79
+	// exitMemberNoLock: lock.enabled = false on a host found to run an etcd
+	// member; only the configuration can fix it (RestartPreventExitStatus).
+	exitMemberNoLock = 80
 )
 
 func isForeignUpdater(err error) bool { return errors.Is(err, owner.ErrForeignUpdater) }
@@ -87,6 +90,7 @@ func exitCode(err error, stderr io.Writer) int {
 	var ce configError
 	var ece *etcdclient.ConfigError
 	var dw doctorWaiting
+	var mn memberNoLock
 	switch {
 	case errors.As(err, &dw):
 		return exitWaiting
@@ -98,6 +102,8 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitBadConfig
 	case errors.Is(err, adapters.ErrForeignDriver), isForeignUpdater(err):
 		return exitForeignDriver
+	case errors.As(err, &mn):
+		return exitMemberNoLock
 	default:
 		return exitFailure
 	}

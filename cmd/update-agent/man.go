@@ -66,7 +66,10 @@ The configuration cannot be loaded (the message names the file and key), or the 
 .TP
 .B %d
 Another update driver (zincati) owns rpm-ostree on this host, or bootc's own updater (bootc-fetch-apply-updates.timer) can reboot it without a slot (updates.mask_bootc_timer); systemd does not restart the daemon.
-`, exitOK, exitFailure, exitUsage, exitWaiting, exitBadConfig, exitForeignDriver)
+.TP
+.B %d
+lock.enabled = false on a host found to run an etcd member; systemd does not restart the daemon.
+`, exitOK, exitFailure, exitUsage, exitWaiting, exitBadConfig, exitForeignDriver, exitMemberNoLock)
 	b.WriteString(`.SH FILES
 .TP
 .I /usr/lib/update-agent/config.d/00-defaults.toml

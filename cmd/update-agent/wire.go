@@ -58,6 +58,11 @@ type agent struct {
 	baseline *guard.Keeper
 	etcd     *clientv3.Client // nil without lock and etcd
 	lock     *adapters.Lock   // nil when locking is disabled
+	// lockOff checks that a host without the lock runs no etcd member
+	// (nil with the lock).
+	lockOff *lockOff
+	// lockPort is the engine's lock: lock, or without it lockOffLock.
+	lockPort engine.Lock
 	cluster  *adapters.Cluster
 	metrics  *metrics.Metrics
 	engine   *engine.Engine
@@ -115,6 +120,8 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 		if err := a.wireEtcd(); err != nil {
 			return nil, err
 		}
+	} else if a.lockOff, err = newLockOff(cfg, root, a.log); err != nil {
+		return nil, err
 	}
 
 	a.window = engine.Always{}
@@ -156,9 +163,11 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 		Beat:    beat,
 	}
 	if a.lock != nil {
-		o.Lock = a.lock
-		o.Cluster = a.cluster
+		a.lockPort, o.Cluster = a.lock, a.cluster
+	} else {
+		a.lockPort = lockOffLock{check: a.lockOff.Check}
 	}
+	o.Lock = a.lockPort
 	a.engine = engine.New(o)
 	return a, nil
 }
@@ -191,7 +200,11 @@ func (a *agent) wireEtcd() error {
 		return fmt.Errorf("setting up the etcd client: %w", err)
 	}
 	a.etcd = cli
-	member := etcdmember.New(cli, memberOptions(c, a.log))
+	mo := memberOptions(c, a.log)
+	if memberHost != nil {
+		memberHost(&mo)
+	}
+	member := etcdmember.New(cli, mo)
 	a.lock = &adapters.Lock{
 		Node: a.node,
 		OnPosition: func(p lock.Position) {
@@ -238,6 +251,11 @@ func localMemberName(member *etcdmember.Cluster) func(context.Context) (string, 
 	}
 }
 
+// memberHost, when set (tests), changes how the daemon's member lookup
+// sees this host (its addresses, host name, local endpoints), so that a
+// test can make it a member's host while it runs; nil in the daemon.
+var memberHost func(*etcdmember.Options)
+
 // memberOptions is how the daemon and doctor find the local member.
 func memberOptions(c *config.Config, log *slog.Logger) etcdmember.Options {
 	return etcdmember.Options{LocalName: c.Etcd.Member, LocalUnit: c.Etcd.LocalUnit, LocalProcess: c.Etcd.LocalProcess, Log: log}
@@ -251,6 +269,9 @@ func (a *agent) close() {
 	}
 	if a.etcd != nil {
 		a.etcd.Close()
+	}
+	if a.lockOff != nil {
+		a.lockOff.close()
 	}
 }
 
