@@ -29,6 +29,20 @@ func bootcHost(a *solo) *bootc.Client {
 	return c
 }
 
+// bootcStagedByAgent starts a solo agent on bootc with an update published
+// and waits until it staged it locked; it returns the target's digest.
+func bootcStagedByAgent(t *testing.T) (*solo, *bootc.Client, string) {
+	t.Helper()
+	a := newSolo(t)
+	c := bootcHost(a)
+	a.env.Publish(a.env.Ref, 1)
+	a.start()
+	a.wait("staged and locked", func(s engine.Snapshot) bool {
+		return s.State.Phase == state.Staged && s.OS.Staged != nil && s.State.Locked == s.OS.Staged.Checksum
+	})
+	return a, c, a.eng.Snapshot().State.Locked
+}
+
 func bootcStaged(t *testing.T, c *bootc.Client) *bootc.BootEntry {
 	t.Helper()
 	h, err := c.Status(context.Background())
@@ -44,14 +58,7 @@ func bootcStaged(t *testing.T, c *bootc.Client) *bootc.BootEntry {
 // with --from-downloaded --apply once the window opens.
 func TestBootcCycle(t *testing.T) {
 	t.Parallel()
-	a := newSolo(t)
-	c := bootcHost(a)
-	a.env.Publish(a.env.Ref, 1)
-	a.start()
-	a.wait("staged and locked", func(s engine.Snapshot) bool {
-		return s.State.Phase == state.Staged && s.OS.Staged != nil && s.State.Locked == s.OS.Staged.Checksum
-	})
-	target := a.eng.Snapshot().State.Locked
+	a, c, target := bootcStagedByAgent(t)
 	if s := bootcStaged(t, c); s.Digest() != target || !s.DownloadOnly {
 		t.Fatalf("bootc shows staged %+v, want %s download-only", s, target)
 	}
@@ -85,14 +92,7 @@ func TestBootcCycle(t *testing.T) {
 // orderly reboot then keeps the booted image.
 func TestBootcUnlockedBehindTheAgent(t *testing.T) {
 	t.Parallel()
-	a := newSolo(t)
-	c := bootcHost(a)
-	a.env.Publish(a.env.Ref, 1)
-	a.start()
-	a.wait("staged and locked", func(s engine.Snapshot) bool {
-		return s.State.Phase == state.Staged && s.OS.Staged != nil && s.State.Locked == s.OS.Staged.Checksum
-	})
-	target := a.eng.Snapshot().State.Locked
+	a, c, target := bootcStagedByAgent(t)
 	booted := a.eng.Snapshot().OS.Booted.Checksum
 
 	if out, stderr, code := a.env.Bootc(nil, "upgrade"); code != 0 || !strings.Contains(out, "will now be applied on reboot") {
