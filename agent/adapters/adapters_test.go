@@ -174,3 +174,18 @@ func TestStagerDowngrade(t *testing.T) {
 		t.Fatalf("staging an older target with allow_downgrade: %v", err)
 	}
 }
+
+// TestLastErrorOnce: a poll repeating one failure reports it once, a new one
+// again, and a success resets it.
+func TestLastErrorOnce(t *testing.T) {
+	var l LastError
+	e1, e2 := errors.New("one"), errors.New("two")
+	for i, c := range []struct {
+		err  error
+		want bool
+	}{{e1, true}, {e1, false}, {e2, true}, {nil, true}, {e2, true}, {e2, false}} {
+		if got := l.Changed(c.err); got != c.want {
+			t.Errorf("step %d (%v): Changed = %v, want %v", i, c.err, got, c.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/update-agent/update-agent/agent/engine"
 	"github.com/update-agent/update-agent/agent/rpmostree"
@@ -28,8 +29,33 @@ type OS struct {
 	// Lock, when set, reads the staged deployment's finalization lock
 	// (rpmostree.FinalizationLock); rpm-ostree's status cannot tell.
 	Lock FinalizationLock
-	// Log receives what Lock could not tell.
-	Log *slog.Logger
+	// Log receives what Lock could not tell, once per distinct error
+	// (LockErr remembers the last one; nil: every time).
+	Log     *slog.Logger
+	LockErr *LastError
+}
+
+// LastError remembers the last error reported, so that a poll repeating the
+// same failure says it once.
+type LastError struct {
+	mu   sync.Mutex
+	last string
+}
+
+// Changed records err and says whether it differs from the last one.
+func (l *LastError) Changed(err error) bool {
+	if l == nil {
+		return true
+	}
+	s := ""
+	if err != nil {
+		s = err.Error()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	changed := s != l.last
+	l.last = s
+	return changed
 }
 
 // FinalizationLock says whether the staged deployment with this commit
@@ -74,8 +100,8 @@ func (o OS) unlocked(ctx context.Context, d rpmostree.Deployment) bool {
 		return false
 	}
 	locked, err := o.Lock.Locked(ctx, d.Checksum)
-	if err != nil {
-		if o.Log != nil && ctx.Err() == nil {
+	if changed := o.LockErr.Changed(err); err != nil {
+		if o.Log != nil && ctx.Err() == nil && changed {
 			o.Log.Warn("cannot tell whether the staged deployment is still locked for finalization", "checksum", d.Checksum, "err", err)
 		}
 		return false

@@ -42,8 +42,8 @@ type Runner struct {
 	// document): past MaxStdout the command fails with ErrStdoutTooLong,
 	// naming the bound, rather than hand over a cut document.
 	WholeStdout bool
-	// Quiet logs a successful run at debug level (a read polled every
-	// minute); failures are logged as always.
+	// Quiet logs the run at debug level, failures too: a read polled
+	// every minute whose caller reports what went wrong.
 	Quiet bool
 }
 
@@ -182,6 +182,9 @@ func (r Runner) RunInput(ctx context.Context, desc string, in []byte, argv ...st
 		level := slog.LevelWarn
 		if ctx.Err() == nil && slices.Contains(r.Expected, res.ExitCode) {
 			level = slog.LevelInfo
+		}
+		if r.Quiet {
+			level = slog.LevelDebug
 		}
 		log.Log(ctx, level, "operation failed", append([]any{"exit_code", res.ExitCode, "duration", res.Duration,
 			"stderr", strings.TrimSpace(stderr.String())}, dropped...)...)

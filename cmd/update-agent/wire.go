@@ -96,7 +96,7 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 	a.metrics = metrics.New(version)
 
 	client := newClient(cfg, a.log)
-	a.os = adapters.OS{Client: client, Log: a.log, Lock: rpmostree.FinalizationLock{
+	a.os = adapters.OS{Client: client, Log: a.log, LockErr: &adapters.LastError{}, Lock: rpmostree.FinalizationLock{
 		Ostree: cfg.Agent.Ostree, Runner: oplog.Runner{Log: a.log}, LegacyFile: rooted(root, rpmostree.LegacyLockFile)}}
 	if cfg.Updates.Source == config.SourceImage {
 		a.os.Image = cfg.Updates.Image
