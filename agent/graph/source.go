@@ -87,14 +87,12 @@ func (s *Source) Last() *Report {
 	return &r
 }
 
-// ErrNotInGraph: the server answered, but the booted release is not in its
-// graph (another stream or architecture, or a release it dropped): the node
-// cannot be told what follows it.
-var ErrNotInGraph = errors.New("booted release not in the update graph")
-
 // Check fetches the graph for the node that st describes and chooses its
 // update; nil when the graph offers none. An unreachable or unreadable graph
-// is an error, never "no update".
+// is an error, never "no update". A booted release the graph lacks is no
+// update, with a warning (Report.InGraph false), as zincati's find_update
+// (src/cincinnati/mod.rs) has it: the server's answer for a stream or
+// architecture it does not serve, or during a migration (the override).
 func (s *Source) Check(ctx context.Context, st *rpmostree.Status) (*state.Target, error) {
 	r, t, err := s.check(ctx, st)
 	r.At = s.now()
@@ -134,7 +132,8 @@ func (s *Source) check(ctx context.Context, st *rpmostree.Status) (Report, *stat
 		return r, nil, fmt.Errorf("checking the update graph: %w", err)
 	}
 	if d.Booted == nil {
-		return r, nil, fmt.Errorf("checking the update graph (stream %s, %s): %w: %s", p.Stream, p.Basearch, ErrNotInGraph, d.Why)
+		r.Why = fmt.Sprintf("stream %s, %s: %s", p.Stream, p.Basearch, d.Why)
+		return r, nil, nil
 	}
 	if d.Target == nil {
 		if p := pulled(st, d); p != nil {
@@ -301,9 +300,12 @@ func (s *Source) record(r Report, err error) {
 		log = slog.Default()
 	}
 	if changed {
-		if err != nil {
+		switch {
+		case err != nil:
 			log.Warn("update graph", "err", err)
-		} else {
+		case r.Reachable && !r.InGraph:
+			log.Warn("update graph: no update", "decision", r.Why)
+		default:
 			log.Info("update graph", "decision", r.Why, "booted", r.BootedVersion, "target", r.Target)
 		}
 	}
