@@ -44,6 +44,11 @@ type Source struct {
 	Observer Observer
 	Notice   DeadEndNotice
 	Log      *slog.Logger
+	// Override is the booted status override file of Fedora CoreOS's
+	// ostree->OCI migration (rpmostree.BootedOverrideFile under the root;
+	// "" for none): while it exists, its deployment is taken for the
+	// booted one, so the OCI graph is asked and its release rebased to.
+	Override string
 
 	mu       sync.Mutex
 	last     *Report
@@ -108,6 +113,10 @@ func (s *Source) Check(ctx context.Context, st *rpmostree.Status) (*state.Target
 
 func (s *Source) check(ctx context.Context, st *rpmostree.Status) (Report, *state.Target, error) {
 	r := Report{BaseURL: s.Client.BaseURL}
+	st, err := rpmostree.WithBootedOverride(st, s.Override)
+	if err != nil {
+		return r, nil, fmt.Errorf("checking the update graph: %w", err)
+	}
 	bd, ok := st.Booted()
 	if !ok {
 		return r, nil, errors.New("checking the update graph: rpm-ostree status shows no booted deployment")
@@ -143,8 +152,9 @@ func (s *Source) check(ctx context.Context, st *rpmostree.Status) (Report, *stat
 		return r, nil, nil
 	}
 	r.Target = d.Target.Version
-	t := &state.Target{Checksum: d.Target.Payload, Version: d.Target.Version}
+	t := &state.Target{Checksum: d.Target.Payload, Version: d.Target.Version, Stream: p.Stream}
 	if d.Target.Scheme == SchemeOCI {
+		t.Image = d.Target.Payload
 		dg, ok := Digest(d.Target.Payload)
 		if !ok {
 			return r, nil, fmt.Errorf("checking the update graph: release %s's payload %q is not pinned by a sha256 digest", d.Target.Version, d.Target.Payload)

@@ -3,6 +3,8 @@ package graph_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -112,6 +114,38 @@ func TestSourceOCI(t *testing.T) {
 		t.Fatalf("check = %+v, %v", tg, err)
 	}
 	if q := s.Queries()[0]; q.Get("oci") != "true" || q.Get("os_checksum") != img+"@sha256:"+sum('1') {
+		t.Errorf("query %v", q)
+	}
+}
+
+// TestSourceMigrationOverride: with Fedora CoreOS's booted status override
+// in place, an ostree-booted node asks the OCI graph as the image the file
+// names, and its target carries the image and stream to rebase to
+// (zincati's src/rpm_ostree/cli_status.rs).
+func TestSourceMigrationOverride(t *testing.T) {
+	img := "quay.example/fedora/coreos"
+	s := gt.New(gt.Release{Version: "41.1", Image: img + "@sha256:" + sum('1'), Rollout: gt.Done},
+		gt.Release{Version: "41.2", Image: img + "@sha256:" + sum('2'), Rollout: gt.Done})
+	defer s.Close()
+	override := filepath.Join(t.TempDir(), "booted-status-override.json")
+	src := &graph.Source{Client: &graph.Client{BaseURL: s.URL}, Identity: graph.Identity{Wariness: -1}, Override: override}
+	ctx := context.Background()
+	// Without the file: the checksum graph, where this image graph lacks it.
+	if tg, err := src.Check(ctx, status(booted('a', "41.1"))); err != nil || tg != nil || src.Last().InGraph {
+		t.Fatalf("without the override: %+v, %v", tg, err)
+	}
+	file := `{"booted": true, "checksum": "` + sum('a') + `", "version": "41.1",
+		"container-image-reference": "ostree-remote-image:fedora:registry:` + img + `:stable",
+		"container-image-reference-digest": "sha256:` + sum('1') + `",
+		"base-commit-meta": {"ostree.container.image-config": "{\"config\":{\"Labels\":{\"com.coreos.stream\":\"stable\"}}}"}}`
+	if err := os.WriteFile(override, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tg, err := src.Check(ctx, status(booted('a', "41.1")))
+	if err != nil || tg == nil || tg.Image != img+"@sha256:"+sum('2') || tg.Checksum != "sha256:"+sum('2') || tg.Stream != "stable" {
+		t.Fatalf("with the override: %+v, %v", tg, err)
+	}
+	if q := s.Queries()[1]; q.Get("oci") != "true" || q.Get("os_checksum") != img+"@sha256:"+sum('1') {
 		t.Errorf("query %v", q)
 	}
 }

@@ -70,6 +70,12 @@ var Phases = []Phase{Idle, Staging, Staged, WaitingSlot, HoldingSlot, Finalizing
 type Target struct {
 	Checksum string `json:"checksum"`
 	Version  string `json:"version,omitempty"`
+	// Image is an update graph's OCI release pinned by digest ("" for any
+	// other): staging it may rebase to its name (graph.RebaseRef).
+	Image string `json:"image,omitempty"`
+	// Stream is the update stream the graph was asked for: what got
+	// staged must be on it.
+	Stream string `json:"stream,omitempty"`
 }
 
 // Failure is the failure record of one target.

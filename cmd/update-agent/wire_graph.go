@@ -42,6 +42,7 @@ func newGraphSource(cfg *config.Config, root string, log *slog.Logger) *graph.So
 		Policy:   graph.Policy{AllowDowngrade: cfg.Updates.AllowDowngrade},
 		Notice:   graph.MOTD{File: rooted(root, deadEndMOTD)},
 		Log:      log.With("source", "graph"),
+		Override: rooted(root, rpmostree.BootedOverrideFile),
 	}
 }
 
