@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/update-agent/update-agent/agent/engine"
+	"github.com/update-agent/update-agent/agent/graph"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/agent/state"
 )
@@ -102,5 +104,39 @@ func TestExactRequestOCI(t *testing.T) {
 				t.Fatalf("request %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// An exact staging whose staged release names another stream than the one
+// the graph was asked for returns graph.WrongStreamError, which the engine
+// sets aside and discards (engine.PulledRelease); zincati's
+// confirm_valid_stream. The stand-in's commits name no stream: a wrapper
+// adds one to status, as a Fedora CoreOS commit carries it.
+func TestExactStagingChecksStream(t *testing.T) {
+	ctx := context.Background()
+	env, _, stager := host(t)
+	chosen := env.Publish(env.Ref, 1)
+	wrapper := filepath.Join(t.TempDir(), "rpm-ostree")
+	script := "#!/bin/sh\nif [ \"$1\" = status ]; then " + stager.Client.Path +
+		" \"$@\" | sed 's/\"ostree.bootable\": *true/&,\"fedora-coreos.stream\":\"next\"/g'; exit $?; fi\nexec " + stager.Client.Path + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := *stager.Client
+	c.Path = wrapper
+	stager.Client, stager.Exact = &c, true
+	err := stager.Stage(ctx, state.Target{Checksum: chosen, Version: "41.2", Stream: "stable"})
+	var p engine.PulledRelease
+	if !errors.Is(err, graph.ErrWrongStream) || !errors.As(err, &p) || p.PulledChecksum() != chosen {
+		t.Fatalf("err = %v, want the release on stream next set aside", err)
+	}
+	// On the stream followed, it stages.
+	c2 := *stager.Client
+	stager.Client = &c2
+	if err := c2.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := stager.Stage(ctx, state.Target{Checksum: chosen, Version: "41.2", Stream: "next"}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -136,15 +136,20 @@ var errNothingStaged = errors.New("rpm-ostree made no new staged deployment (not
 // another release staged than the one chosen.
 var errStagedNotChosen = errors.New("rpm-ostree staged another release than the one chosen")
 
-// exactStaged checks that the staged deployment in st is t. A graph's
-// release is chosen for its edges (and denylist): whatever else got staged
-// was not, so it is discarded rather than adopted.
+// exactStaged checks that the staged deployment in st is t, on t's stream.
+// A graph's release is chosen for its edges (and denylist): whatever else
+// got staged was not, so it is discarded rather than adopted. One on
+// another stream is a graph.WrongStreamError, for the engine to set aside.
 func exactStaged(ctx context.Context, c *rpmostree.Client, st *rpmostree.Status, t state.Target) error {
 	s, ok := st.Staged()
 	if !ok {
 		return fmt.Errorf("staging %s: %w", t.Checksum, errNothingStaged)
 	}
 	if s.Target() == t.Checksum {
+		if w := graph.ConfirmStream(s, t.Stream); w != nil {
+			// The engine sets it aside and discards it (engine.PulledRelease).
+			return fmt.Errorf("staging %s: %w", t.Checksum, w)
+		}
 		return nil
 	}
 	err := fmt.Errorf("staging %s: %w (%s)", t.Checksum, errStagedNotChosen, s.Target())
