@@ -175,4 +175,11 @@ func TestIdentity(t *testing.T) {
 	if n := graph.ImageName("ostree-unverified-registry:localhost:5000/os@sha256:" + sum('a')); n != "localhost:5000/os" {
 		t.Errorf("ImageName = %q", n)
 	}
+	// The reference Fedora CoreOS's OCI migration rebases to.
+	if n := graph.ImageName("ostree-remote-registry:fedora:quay.example/fedora/coreos:stable"); n != "quay.example/fedora/coreos" {
+		t.Errorf("ImageName = %q", n)
+	}
+	if n := graph.ImageName("quay.example/fedora/coreos@sha256:" + sum('a')); n != "quay.example/fedora/coreos" {
+		t.Errorf("ImageName = %q", n)
+	}
 }

@@ -39,18 +39,40 @@ func RebaseRef(local, pullspec, stream string) (rebase string, err error) {
 	return prefix + tagged, nil
 }
 
-// splitImageRef splits an ostree image reference
-// ("ostree-remote-image:fedora:docker://quay.io/fedora/fedora-coreos:stable",
-// "ostree-unverified-registry:quay.io/x:stable") into what precedes the
-// image name (signature policy and registry transport) and the name.
+// splitImageRef splits an ostree image reference into what precedes the
+// image name (signature policy, remote, registry transport) and the name
+// ("quay.example/fedora/coreos:stable"), as ostree-ext parses it
+// (OstreeImageReference, then ImageReference): "ostree-image-signed:",
+// "ostree-unverified-image:" and "ostree-remote-image:REMOTE:" precede a
+// TRANSPORT:NAME; "ostree-unverified-registry:" and
+// "ostree-remote-registry:REMOTE:" a registry NAME. Only the registry
+// transport ("registry:", "docker://") names an image a graph can.
 func splitImageRef(ref string) (prefix, name string, ok bool) {
-	if !strings.HasPrefix(ref, "ostree-") {
+	scheme, rest, ok := strings.Cut(ref, ":")
+	if !ok {
 		return "", "", false
 	}
-	for _, t := range []string{"docker://", "registry:"} {
-		if i := strings.LastIndex(ref, t); i >= 0 {
-			return ref[:i+len(t)], ref[i+len(t):], ref[i+len(t):] != ""
+	prefix = scheme + ":"
+	switch scheme {
+	case "ostree-unverified-registry":
+		return prefix, rest, rest != ""
+	case "ostree-remote-registry", "ostree-remote-image":
+		remote, after, ok := strings.Cut(rest, ":")
+		if !ok || remote == "" {
+			return "", "", false
 		}
+		prefix, rest = prefix+remote+":", after
+		if scheme == "ostree-remote-registry" {
+			return prefix, rest, rest != ""
+		}
+	case "ostree-image-signed", "ostree-unverified-image":
+	default:
+		return "", "", false
 	}
-	return "", "", false
+	transport, name, ok := strings.Cut(rest, ":")
+	if !ok || (transport != "registry" && transport != "docker") {
+		return "", "", false
+	}
+	name = strings.TrimPrefix(name, "//")
+	return prefix + rest[:len(rest)-len(name)], name, name != ""
 }

@@ -249,15 +249,15 @@ func pinned(d rpmostree.Deployment) (string, bool) {
 	return ImageName(d.ContainerImageReference) + "@" + d.ContainerImageReferenceDigest, true
 }
 
-// ImageName strips an ostree image reference down to the image's name:
+// ImageName strips an ostree image reference, or a pull spec, down to the
+// image's name:
 // "ostree-remote-image:fedora:docker://quay.io/fedora/fedora-coreos:stable"
-// is "quay.io/fedora/fedora-coreos".
+// and "ostree-remote-registry:fedora:quay.io/fedora/fedora-coreos:stable"
+// (what Fedora CoreOS's OCI migration rebases to) are
+// "quay.io/fedora/fedora-coreos".
 func ImageName(ref string) string {
-	for _, t := range []string{"docker://", "registry:"} {
-		if i := strings.LastIndex(ref, t); i >= 0 {
-			ref = ref[i+len(t):]
-			break
-		}
+	if _, name, ok := splitImageRef(ref); ok {
+		ref = name
 	}
 	ref, _, _ = strings.Cut(ref, "@")
 	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {

@@ -134,10 +134,13 @@ func TestSourceMigrationOverride(t *testing.T) {
 	if tg, err := src.Check(ctx, status(booted('a', "41.1"))); err != nil || tg != nil || src.Last().InGraph {
 		t.Fatalf("without the override: %+v, %v", tg, err)
 	}
+	// As coreos-oci-rebase writes it (fedora-coreos-config,
+	// overlay.d/35oci-migration): the OCI graph's payload for the booted
+	// version, under ostree-remote-registry.
 	file := `{"booted": true, "checksum": "` + sum('a') + `", "version": "41.1",
-		"container-image-reference": "ostree-remote-image:fedora:registry:` + img + `:stable",
+		"container-image-reference": "ostree-remote-registry:fedora:` + img + `@sha256:` + sum('1') + `",
 		"container-image-reference-digest": "sha256:` + sum('1') + `",
-		"base-commit-meta": {"ostree.container.image-config": "{\"config\":{\"Labels\":{\"com.coreos.stream\":\"stable\"}}}"}}`
+		"base-commit-meta": {"fedora-coreos.stream": "stable"}}`
 	if err := os.WriteFile(override, []byte(file), 0o644); err != nil {
 		t.Fatal(err)
 	}
