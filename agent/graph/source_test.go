@@ -190,3 +190,18 @@ func TestSourcePulled(t *testing.T) {
 		})
 	}
 }
+
+// TestProbe: doctor fails a booted release the graph lacks, which the
+// daemon only warns of (no update).
+func TestProbe(t *testing.T) {
+	s := gt.New(rel("40.1", 'a'), rel("40.2", 'b'))
+	defer s.Close()
+	src := &graph.Source{Client: &graph.Client{BaseURL: s.URL}, Identity: graph.Identity{Wariness: -1}}
+	ctx := context.Background()
+	if line, err := src.Probe(ctx, status(booted('a', "40.1"))); err != nil || !strings.Contains(line, "update to 40.2 offered") {
+		t.Errorf("probe = %q, %v", line, err)
+	}
+	if _, err := src.Probe(ctx, status(booted('z', "39.9"))); err == nil || !strings.Contains(err.Error(), "not in the update graph") {
+		t.Errorf("probe of a release the graph lacks: %v, want a failure", err)
+	}
+}
