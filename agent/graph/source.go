@@ -251,10 +251,10 @@ func pinned(d rpmostree.Deployment) (string, bool) {
 
 // ImageName strips an ostree image reference, or a pull spec, down to the
 // image's name:
-// "ostree-remote-image:fedora:docker://quay.io/fedora/fedora-coreos:stable"
-// and "ostree-remote-registry:fedora:quay.io/fedora/fedora-coreos:stable"
+// "ostree-remote-image:fedora:docker://registry.example/fedora/fedora-coreos:stable"
+// and "ostree-remote-registry:fedora:registry.example/fedora/fedora-coreos:stable"
 // (what Fedora CoreOS's OCI migration rebases to) are
-// "quay.io/fedora/fedora-coreos".
+// "registry.example/fedora/fedora-coreos".
 func ImageName(ref string) string {
 	if _, name, ok := splitImageRef(ref); ok {
 		ref = name
