@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/update-agent/update-agent/agent/engine"
+	"github.com/update-agent/update-agent/agent/graph"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/agent/stage"
 	"github.com/update-agent/update-agent/agent/state"
@@ -28,6 +29,9 @@ type Stager struct {
 	// AllowDowngrade lets the staged tree be older than the current one
 	// (updates.allow_downgrade); otherwise rpm-ostree refuses it.
 	AllowDowngrade bool
+	// Override (Exact) is the booted status override file
+	// (rpmostree.BootedOverrideFile under the root), "" for none.
+	Override string
 	// Done, when set, is told how each staging went (metrics).
 	Done func(stage.Report, error)
 	// Txn, when set, clears rpm-ostreed of an earlier agent process's
@@ -52,11 +56,43 @@ func Request(booted rpmostree.Deployment, image string, t state.Target) rpmostre
 	return rpmostree.StageRequest{Kind: rpmostree.StageDeploy, Checksum: t.Checksum}
 }
 
-// ExactRequest deploys exactly t (a commit, or an image digest), as zincati
-// deploys an update graph's release: skipping the branch check, since the
-// release need not be in the history of the origin's ref.
-func ExactRequest(t state.Target) rpmostree.StageRequest {
-	return rpmostree.StageRequest{Kind: rpmostree.StageDeploy, Checksum: t.Checksum, SkipBranchCheck: true}
+// ExactRequest stages exactly t over st, as zincati stages an update
+// graph's release (src/rpm_ostree/actor.rs, cli_deploy.rs): a commit is
+// deployed (deploy revision=, skipping the branch check, since the release
+// need not be in the history of the origin's ref); an OCI release is
+// deployed by digest when the local deployment (the staged one, else the
+// booted) follows its image at the stream's tag, else rebased to that tag
+// at the digest (graph.RebaseRef). A target without its image (recorded
+// before it was kept) is deployed by digest.
+func ExactRequest(st *rpmostree.Status, t state.Target) (rpmostree.StageRequest, error) {
+	deploy := rpmostree.StageRequest{Kind: rpmostree.StageDeploy, Checksum: t.Checksum, SkipBranchCheck: true}
+	if t.Image == "" {
+		return deploy, nil
+	}
+	local, ok := st.Staged()
+	if !ok {
+		if local, ok = st.Booted(); !ok {
+			return deploy, fmt.Errorf("staging %s: rpm-ostree status shows no booted deployment", t.Image)
+		}
+	}
+	ref, err := graph.RebaseRef(local.ContainerImageReference, t.Image, t.Stream)
+	if err != nil {
+		return deploy, fmt.Errorf("staging %s: %w", t.Image, err)
+	}
+	if ref == "" {
+		return deploy, nil
+	}
+	return rpmostree.StageRequest{Kind: rpmostree.StageRebase, Ref: ref, Revision: t.Checksum}, nil
+}
+
+// exactRequest is ExactRequest over st with the booted status override
+// (rpmostree.WithBootedOverride) at override applied.
+func exactRequest(st *rpmostree.Status, override string, t state.Target) (rpmostree.StageRequest, error) {
+	st, err := rpmostree.WithBootedOverride(st, override)
+	if err != nil {
+		return rpmostree.StageRequest{}, fmt.Errorf("staging %s: %w", t.Checksum, err)
+	}
+	return ExactRequest(st, t)
 }
 
 // Stage stages t and checks that a new staged deployment came of it: when
@@ -73,7 +109,9 @@ func (a *Stager) Stage(ctx context.Context, t state.Target) error {
 	booted, _ := before.Booted()
 	req := Request(booted, a.Image, t)
 	if a.Exact {
-		req = ExactRequest(t)
+		if req, err = exactRequest(before, a.Override, t); err != nil {
+			return err
+		}
 	}
 	req.AllowDowngrade = a.AllowDowngrade
 	if _, err := a.run(ctx, s, req); err != nil {
@@ -98,15 +136,20 @@ var errNothingStaged = errors.New("rpm-ostree made no new staged deployment (not
 // another release staged than the one chosen.
 var errStagedNotChosen = errors.New("rpm-ostree staged another release than the one chosen")
 
-// exactStaged checks that the staged deployment in st is t. A graph's
-// release is chosen for its edges (and denylist): whatever else got staged
-// was not, so it is discarded rather than adopted.
+// exactStaged checks that the staged deployment in st is t, on t's stream.
+// A graph's release is chosen for its edges (and denylist): whatever else
+// got staged was not, so it is discarded rather than adopted. One on
+// another stream is a graph.WrongStreamError, for the engine to set aside.
 func exactStaged(ctx context.Context, c *rpmostree.Client, st *rpmostree.Status, t state.Target) error {
 	s, ok := st.Staged()
 	if !ok {
 		return fmt.Errorf("staging %s: %w", t.Checksum, errNothingStaged)
 	}
 	if s.Target() == t.Checksum {
+		if w := graph.ConfirmStream(s, t.Stream); w != nil {
+			// The engine sets it aside and discards it (engine.PulledRelease).
+			return fmt.Errorf("staging %s: %w", t.Checksum, w)
+		}
 		return nil
 	}
 	err := fmt.Errorf("staging %s: %w (%s)", t.Checksum, errStagedNotChosen, s.Target())
@@ -189,8 +232,9 @@ type PlainStager struct {
 	Client         *rpmostree.Client
 	Image          string
 	AllowDowngrade bool
-	// Exact: as Stager's.
-	Exact bool
+	// Exact, Override: as Stager's.
+	Exact    bool
+	Override string
 	// Txn: as Stager's.
 	Txn *txn.Settler
 }
@@ -204,7 +248,9 @@ func (p PlainStager) Stage(ctx context.Context, t state.Target) error {
 	booted, _ := st.Booted()
 	req := Request(booted, p.Image, t)
 	if p.Exact {
-		req = ExactRequest(t)
+		if req, err = exactRequest(st, p.Override, t); err != nil {
+			return err
+		}
 	}
 	req.AllowDowngrade = p.AllowDowngrade
 	end, err := settle(ctx, p.Txn, p.Client.StageArgv(req))

@@ -15,7 +15,8 @@ const SourceGraph = "graph"
 
 // Cincinnati is the update graph server, in zincati's words.
 type Cincinnati struct {
-	// BaseURL: the graph is GET <base_url>/v1/graph. Required while
+	// BaseURL: the graph is GET <base_url>/v1/graph, ${stream},
+	// ${basearch}, ${platform} and ${group} filled in. Required while
 	// updates.source is "graph".
 	BaseURL string `toml:"base_url"`
 }
@@ -78,7 +79,10 @@ var groupRe = regexp.MustCompile(`^[a-zA-Z0-9.-]+$`)
 
 func (k *checker) graph(c *Cincinnati, id *Identity, source string) {
 	on := source == SourceGraph
-	switch u, err := url.Parse(c.BaseURL); {
+	// ${stream} and the rest are filled per check (graph.Expand): check
+	// the URL they make, with values as a stream name would be.
+	expanded := strings.NewReplacer("${basearch}", "x", "${group}", "x", "${platform}", "x", "${stream}", "x").Replace(c.BaseURL)
+	switch u, err := url.Parse(expanded); {
 	case c.BaseURL == "" && on:
 		k.failRel("cincinnati.base_url", []string{"updates.source"}, "required when updates.source is \"graph\"")
 	case c.BaseURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == ""):

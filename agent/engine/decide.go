@@ -98,6 +98,13 @@ func (d *decider) onStageDone(ev StageDone) Action {
 		d.st.NextCheck = d.now.Add(d.pol.RecheckInterval)
 		return d.wait(d.st.NextCheck, "busy: "+ev.Err.Error()+"; staging again after it")
 	}
+	var p PulledRelease
+	if errors.As(ev.Err, &p) {
+		// Staging found the release not to be had (an update graph's
+		// release on another stream): set aside and discarded as a
+		// pulled one, not a failure of this node.
+		return d.pulledStaged(&Pulled{Checksum: p.PulledChecksum(), Message: ev.Err.Error()})
+	}
 	if ev.Err != nil {
 		act := d.fail("stage", ev.Err)
 		d.st.Phase = state.Idle

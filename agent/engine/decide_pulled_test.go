@@ -58,6 +58,10 @@ func TestDecidePulled(t *testing.T) {
 			s.Failures = map[string]state.Failure{tgt.Checksum: {SetAside: true, LastError: pulled.Message}}
 		}), ev: Checked{Target: &tgt}, os: booted, wantPhase: state.Idle, wantAct: ActWait, wantWhy: "set aside (release 2 (new) was pulled"},
 
+		{name: "staged on another stream (graph.WrongStreamError): set aside, discarded", st: rec(state.Staging),
+			ev: StageDone{Err: fmt.Errorf("staging: %w", pulledErr{tgt.Checksum})}, os: staged,
+			wantPhase: state.Idle, wantAct: ActCleanup, wantWhy: "discarding its staged deployment", check: setAsideByPull},
+
 		// Checking again before queueing (the graph's RecheckStaged).
 		{name: "recheck: staging done, the check is due before queueing even with the window open", st: rec(state.Staging), ev: StageDone{}, os: staged,
 			pol: recheck, wantPhase: state.Staged, wantAct: ActCheck, wantWhy: "still offers it before queueing"},

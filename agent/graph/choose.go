@@ -17,11 +17,13 @@ type Booted struct {
 }
 
 // Payload is what a graph node of the booted release carries under scheme.
+// A node without a known scheme is no release of anything ("" for it), as
+// zincati's is_same_checksum (src/cincinnati/mod.rs) has it.
 func (b Booted) Payload(scheme string) string {
-	if scheme == SchemeOCI {
+	switch {
+	case scheme == SchemeOCI:
 		return b.Image
-	}
-	if b.Image != "" {
+	case scheme != SchemeChecksum || b.Image != "":
 		return "" // an image-booted host is not the commit of a checksum node
 	}
 	return b.Checksum
@@ -53,8 +55,9 @@ type Decision struct {
 // release still rolling out is absent for this node), minus the releases in
 // deny (payloads deployed here before: the booted and rollback deployments
 // and the ones that failed), the highest age_index of the rest, and no
-// downgrade unless the policy allows it. A node that cannot be read fails
-// the whole choice: the graph is then not what the server meant.
+// downgrade unless the policy allows it. The booted release's node, or a
+// target of it, that cannot be read fails the choice: the graph is then not
+// what the server meant. Other nodes and edges are not looked at.
 func Choose(g Graph, booted Booted, deny []string, p Policy) (Decision, error) {
 	var d Decision
 	cur := -1
@@ -81,6 +84,9 @@ func Choose(g Graph, booted Booted, deny []string, p Policy) (Decision, error) {
 	for _, e := range g.Edges {
 		if e[0] != uint64(cur) {
 			continue
+		}
+		if e[1] >= uint64(len(g.Nodes)) {
+			return d, fmt.Errorf("reading an update target in the update graph: edge %d -> %d names a node beyond the %d nodes", e[0], e[1], len(g.Nodes))
 		}
 		r, err := ParseRelease(g.Nodes[e[1]])
 		if err != nil {

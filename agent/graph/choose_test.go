@@ -99,13 +99,36 @@ func TestChooseUnreadableTarget(t *testing.T) {
 	}
 }
 
+// TestChooseLooksOnlyAtBooted: as zincati's find_update, a node without a
+// scheme is nobody's booted release (no update, not an error), and an edge
+// naming no node matters only when it leaves the booted release.
+func TestChooseLooksOnlyAtBooted(t *testing.T) {
+	ok := func(v string, c byte, age string) graph.Node {
+		return graph.Node{Version: v, Payload: sum(c), Metadata: map[string]string{graph.KeyScheme: graph.SchemeChecksum, graph.KeyAgeIndex: age}}
+	}
+	noScheme := graph.Node{Version: "39.9", Payload: sum('z'), Metadata: map[string]string{graph.KeyAgeIndex: "0"}}
+	g := graph.Graph{Nodes: []graph.Node{noScheme, ok("40.1", 'a', "1"), ok("40.2", 'b', "2")}, Edges: [][2]uint64{{0, 1}, {1, 2}, {2, 7}, {9, 0}}}
+
+	d, err := graph.Choose(g, graph.Booted{Checksum: sum('z')}, nil, graph.Policy{})
+	if err != nil || d.Booted != nil || d.Target != nil || !strings.Contains(d.Why, "not in the update graph") {
+		t.Errorf("booted on a node without a scheme: %+v, %v; want not in the graph, no error", d, err)
+	}
+	d, err = graph.Choose(g, graph.Booted{Checksum: sum('a')}, nil, graph.Policy{})
+	if err != nil || d.Target == nil || d.Target.Version != "40.2" {
+		t.Errorf("a bad edge elsewhere: %+v, %v; want 40.2", d, err)
+	}
+	if _, err = graph.Choose(g, graph.Booted{Checksum: sum('b')}, nil, graph.Policy{}); err == nil || !strings.Contains(err.Error(), "beyond the 3 nodes") {
+		t.Errorf("a bad edge from the booted release: %v, want it named", err)
+	}
+}
+
 func TestDecode(t *testing.T) {
 	for _, tc := range []struct{ name, in, err string }{
 		{"ok", `{"nodes":[{"version":"1","payload":"p","metadata":{}}],"edges":[[0,0]]}`, ""},
 		{"not json", `{"nodes":`, "decoding"},
 		{"no edges", `{"nodes":[]}`, "no \"nodes\" or no \"edges\""},
 		{"short edge", `{"nodes":[{"version":"1","payload":"p","metadata":{}}],"edges":[[0]]}`, "has 1 indexes"},
-		{"edge beyond nodes", `{"nodes":[{"version":"1","payload":"p","metadata":{}}],"edges":[[0,1]]}`, "beyond the 1 nodes"},
+		{"edge beyond nodes: Choose's to find", `{"nodes":[{"version":"1","payload":"p","metadata":{}}],"edges":[[0,1]]}`, ""},
 		{"negative index", `{"nodes":[],"edges":[[-1,0]]}`, "decoding"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,6 +173,13 @@ func TestIdentity(t *testing.T) {
 		t.Errorf("ImageName = %q", n)
 	}
 	if n := graph.ImageName("ostree-unverified-registry:localhost:5000/os@sha256:" + sum('a')); n != "localhost:5000/os" {
+		t.Errorf("ImageName = %q", n)
+	}
+	// The reference Fedora CoreOS's OCI migration rebases to.
+	if n := graph.ImageName("ostree-remote-registry:fedora:quay.example/fedora/coreos:stable"); n != "quay.example/fedora/coreos" {
+		t.Errorf("ImageName = %q", n)
+	}
+	if n := graph.ImageName("quay.example/fedora/coreos@sha256:" + sum('a')); n != "quay.example/fedora/coreos" {
 		t.Errorf("ImageName = %q", n)
 	}
 }

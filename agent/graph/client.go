@@ -79,13 +79,40 @@ func (e *ServerError) Error() string {
 // timeout, TLS): the node cannot tell whether an update exists.
 var ErrUnreachable = errors.New("update graph unreachable")
 
-// Endpoint is the graph URL for q.
-func (c *Client) Endpoint(q url.Values) (string, error) {
-	u, err := url.Parse(strings.TrimSuffix(c.BaseURL, "/") + "/v1/graph")
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("cincinnati.base_url %q is not an http(s) URL", c.BaseURL)
+// URLVariables are the ${name}s base_url may hold, filled from the query:
+// zincati's Identity::url_variables (src/identity/mod.rs), substituted as
+// its envsubst does (src/cincinnati/mod.rs): an unknown ${name} stays.
+var URLVariables = []string{"basearch", "group", "platform", "stream"}
+
+// Expand fills base_url's ${basearch}, ${group}, ${platform} and ${stream}
+// from q. The stream may be the booted deployment's, so this is done per
+// request, not once at start.
+func Expand(base string, q url.Values) string {
+	var pairs []string
+	for _, k := range URLVariables {
+		pairs = append(pairs, "${"+k+"}", q.Get(k))
 	}
-	u.RawQuery = q.Encode()
+	return strings.NewReplacer(pairs...).Replace(base)
+}
+
+// Endpoint is the graph URL for q: base_url expanded, with v1/graph under
+// its path and q added to its own query. Unlike zincati's Url::join
+// (src/cincinnati/client.rs), a last path segment without a trailing slash
+// is kept ("https://h/fcos" is "https://h/fcos/v1/graph", not
+// "https://h/v1/graph"): a path written in base_url is meant.
+func (c *Client) Endpoint(q url.Values) (string, error) {
+	base := Expand(c.BaseURL, q)
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("cincinnati.base_url %q (%q expanded) is not an http(s) URL", c.BaseURL, base)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/graph"
+	u.RawPath, u.Fragment = "", ""
+	all := u.Query()
+	for k, v := range q {
+		all[k] = v // the node's own identity wins over base_url's
+	}
+	u.RawQuery = all.Encode()
 	return u.String(), nil
 }
 

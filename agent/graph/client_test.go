@@ -46,6 +46,34 @@ func TestFetchQuery(t *testing.T) {
 	}
 }
 
+// TestEndpoint: base_url's ${stream} and the rest are filled as zincati's
+// envsubst does, its path kept whether or not it ends in a slash, its query
+// kept beside the node's.
+func TestEndpoint(t *testing.T) {
+	q := params().Query()
+	for _, tc := range []struct{ base, want string }{
+		{"https://u.example", "https://u.example/v1/graph"},
+		{"https://u.example/", "https://u.example/v1/graph"},
+		{"https://u.example/fcos", "https://u.example/fcos/v1/graph"},
+		{"https://u.example/fcos/", "https://u.example/fcos/v1/graph"},
+		{"https://u.example/${stream}/${basearch}/${group}-${platform}/${other}", "https://u.example/stable/x86_64/etcd-metal/$%7Bother%7D/v1/graph"},
+		{"https://u.example/fcos?key=k", "https://u.example/fcos/v1/graph"},
+	} {
+		got, err := (&graph.Client{BaseURL: tc.base}).Endpoint(q)
+		if err != nil {
+			t.Errorf("%s: %v", tc.base, err)
+			continue
+		}
+		path, query, _ := strings.Cut(got, "?")
+		if path != tc.want {
+			t.Errorf("%s: %s, want %s", tc.base, path, tc.want)
+		}
+		if !strings.Contains(query, "stream=stable") || strings.Contains(tc.base, "key=k") && !strings.Contains(query, "key=k") {
+			t.Errorf("%s: query %s lost the node's or base_url's", tc.base, query)
+		}
+	}
+}
+
 func TestFetchFailures(t *testing.T) {
 	huge := bytes.Repeat([]byte(" "), graph.MaxResponse+1)
 	closed := httptest.NewServer(http.NotFoundHandler())
@@ -69,7 +97,7 @@ func TestFetchFailures(t *testing.T) {
 		{name: "dropped", url: drop.URL, unreachable: true, err: "reading the answer"},
 		{name: "huge", raw: huge, err: "exceeds"},
 		{name: "malformed", raw: []byte(`{"nodes": [}`), err: "decoding the update graph"},
-		{name: "bad edge", raw: []byte(`{"nodes":[],"edges":[[0,1]]}`), err: "beyond the 0 nodes"},
+		{name: "bad edge", raw: []byte(`{"nodes":[],"edges":[[0,1,2]]}`), err: "has 3 indexes"},
 		{name: "not a URL", url: "ftp://x", err: "not an http(s) URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

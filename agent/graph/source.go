@@ -44,6 +44,11 @@ type Source struct {
 	Observer Observer
 	Notice   DeadEndNotice
 	Log      *slog.Logger
+	// Override is the booted status override file of Fedora CoreOS's
+	// ostree->OCI migration (rpmostree.BootedOverrideFile under the root;
+	// "" for none): while it exists, its deployment is taken for the
+	// booted one, so the OCI graph is asked and its release rebased to.
+	Override string
 
 	mu       sync.Mutex
 	last     *Report
@@ -87,14 +92,12 @@ func (s *Source) Last() *Report {
 	return &r
 }
 
-// ErrNotInGraph: the server answered, but the booted release is not in its
-// graph (another stream or architecture, or a release it dropped): the node
-// cannot be told what follows it.
-var ErrNotInGraph = errors.New("booted release not in the update graph")
-
 // Check fetches the graph for the node that st describes and chooses its
 // update; nil when the graph offers none. An unreachable or unreadable graph
-// is an error, never "no update".
+// is an error, never "no update". A booted release the graph lacks is no
+// update, with a warning (Report.InGraph false), as zincati's find_update
+// (src/cincinnati/mod.rs) has it: the server's answer for a stream or
+// architecture it does not serve, or during a migration (the override).
 func (s *Source) Check(ctx context.Context, st *rpmostree.Status) (*state.Target, error) {
 	r, t, err := s.check(ctx, st)
 	r.At = s.now()
@@ -110,6 +113,10 @@ func (s *Source) Check(ctx context.Context, st *rpmostree.Status) (*state.Target
 
 func (s *Source) check(ctx context.Context, st *rpmostree.Status) (Report, *state.Target, error) {
 	r := Report{BaseURL: s.Client.BaseURL}
+	st, err := rpmostree.WithBootedOverride(st, s.Override)
+	if err != nil {
+		return r, nil, fmt.Errorf("checking the update graph: %w", err)
+	}
 	bd, ok := st.Booted()
 	if !ok {
 		return r, nil, errors.New("checking the update graph: rpm-ostree status shows no booted deployment")
@@ -134,7 +141,8 @@ func (s *Source) check(ctx context.Context, st *rpmostree.Status) (Report, *stat
 		return r, nil, fmt.Errorf("checking the update graph: %w", err)
 	}
 	if d.Booted == nil {
-		return r, nil, fmt.Errorf("checking the update graph (stream %s, %s): %w: %s", p.Stream, p.Basearch, ErrNotInGraph, d.Why)
+		r.Why = fmt.Sprintf("stream %s, %s: %s", p.Stream, p.Basearch, d.Why)
+		return r, nil, nil
 	}
 	if d.Target == nil {
 		if p := pulled(st, d); p != nil {
@@ -144,8 +152,9 @@ func (s *Source) check(ctx context.Context, st *rpmostree.Status) (Report, *stat
 		return r, nil, nil
 	}
 	r.Target = d.Target.Version
-	t := &state.Target{Checksum: d.Target.Payload, Version: d.Target.Version}
+	t := &state.Target{Checksum: d.Target.Payload, Version: d.Target.Version, Stream: p.Stream}
 	if d.Target.Scheme == SchemeOCI {
+		t.Image = d.Target.Payload
 		dg, ok := Digest(d.Target.Payload)
 		if !ok {
 			return r, nil, fmt.Errorf("checking the update graph: release %s's payload %q is not pinned by a sha256 digest", d.Target.Version, d.Target.Payload)
@@ -240,15 +249,15 @@ func pinned(d rpmostree.Deployment) (string, bool) {
 	return ImageName(d.ContainerImageReference) + "@" + d.ContainerImageReferenceDigest, true
 }
 
-// ImageName strips an ostree image reference down to the image's name:
-// "ostree-remote-image:fedora:docker://quay.io/fedora/fedora-coreos:stable"
-// is "quay.io/fedora/fedora-coreos".
+// ImageName strips an ostree image reference, or a pull spec, down to the
+// image's name:
+// "ostree-remote-image:fedora:docker://registry.example/fedora/fedora-coreos:stable"
+// and "ostree-remote-registry:fedora:registry.example/fedora/fedora-coreos:stable"
+// (what Fedora CoreOS's OCI migration rebases to) are
+// "registry.example/fedora/fedora-coreos".
 func ImageName(ref string) string {
-	for _, t := range []string{"docker://", "registry:"} {
-		if i := strings.LastIndex(ref, t); i >= 0 {
-			ref = ref[i+len(t):]
-			break
-		}
+	if _, name, ok := splitImageRef(ref); ok {
+		ref = name
 	}
 	ref, _, _ = strings.Cut(ref, "@")
 	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
@@ -301,9 +310,12 @@ func (s *Source) record(r Report, err error) {
 		log = slog.Default()
 	}
 	if changed {
-		if err != nil {
+		switch {
+		case err != nil:
 			log.Warn("update graph", "err", err)
-		} else {
+		case r.Reachable && !r.InGraph:
+			log.Warn("update graph: no update", "decision", r.Why)
+		default:
 			log.Info("update graph", "decision", r.Why, "booted", r.BootedVersion, "target", r.Target)
 		}
 	}

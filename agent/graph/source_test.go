@@ -3,6 +3,8 @@ package graph_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -73,10 +75,11 @@ func TestSource(t *testing.T) {
 		t.Fatalf("check with 40.2 staged = %+v, %v", tg, err)
 	}
 
-	// Not in the graph: an error, not "no update".
-	_, err = src.Check(ctx, status(booted('z', "39.9")))
-	if !errors.Is(err, graph.ErrNotInGraph) || !strings.Contains(err.Error(), "39.9") {
-		t.Errorf("not in graph: %v", err)
+	// Not in the graph: no update, said in the report (zincati warns and
+	// offers nothing; the check did not fail).
+	tg, err = src.Check(ctx, status(booted('z', "39.9")))
+	if r := src.Last(); err != nil || tg != nil || r.InGraph || !r.Reachable || !strings.Contains(r.Why, "39.9") {
+		t.Errorf("not in graph: %+v, %v, report %+v", tg, err, r)
 	}
 
 	// No stream: said what to set.
@@ -111,6 +114,41 @@ func TestSourceOCI(t *testing.T) {
 		t.Fatalf("check = %+v, %v", tg, err)
 	}
 	if q := s.Queries()[0]; q.Get("oci") != "true" || q.Get("os_checksum") != img+"@sha256:"+sum('1') {
+		t.Errorf("query %v", q)
+	}
+}
+
+// TestSourceMigrationOverride: with Fedora CoreOS's booted status override
+// in place, an ostree-booted node asks the OCI graph as the image the file
+// names, and its target carries the image and stream to rebase to
+// (zincati's src/rpm_ostree/cli_status.rs).
+func TestSourceMigrationOverride(t *testing.T) {
+	img := "quay.example/fedora/coreos"
+	s := gt.New(gt.Release{Version: "41.1", Image: img + "@sha256:" + sum('1'), Rollout: gt.Done},
+		gt.Release{Version: "41.2", Image: img + "@sha256:" + sum('2'), Rollout: gt.Done})
+	defer s.Close()
+	override := filepath.Join(t.TempDir(), "booted-status-override.json")
+	src := &graph.Source{Client: &graph.Client{BaseURL: s.URL}, Identity: graph.Identity{Wariness: -1}, Override: override}
+	ctx := context.Background()
+	// Without the file: the checksum graph, where this image graph lacks it.
+	if tg, err := src.Check(ctx, status(booted('a', "41.1"))); err != nil || tg != nil || src.Last().InGraph {
+		t.Fatalf("without the override: %+v, %v", tg, err)
+	}
+	// As coreos-oci-rebase writes it (fedora-coreos-config,
+	// overlay.d/35oci-migration): the OCI graph's payload for the booted
+	// version, under ostree-remote-registry.
+	file := `{"booted": true, "checksum": "` + sum('a') + `", "version": "41.1",
+		"container-image-reference": "ostree-remote-registry:fedora:` + img + `@sha256:` + sum('1') + `",
+		"container-image-reference-digest": "sha256:` + sum('1') + `",
+		"base-commit-meta": {"fedora-coreos.stream": "stable"}}`
+	if err := os.WriteFile(override, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tg, err := src.Check(ctx, status(booted('a', "41.1")))
+	if err != nil || tg == nil || tg.Image != img+"@sha256:"+sum('2') || tg.Checksum != "sha256:"+sum('2') || tg.Stream != "stable" {
+		t.Fatalf("with the override: %+v, %v", tg, err)
+	}
+	if q := s.Queries()[1]; q.Get("oci") != "true" || q.Get("os_checksum") != img+"@sha256:"+sum('1') {
 		t.Errorf("query %v", q)
 	}
 }
@@ -150,5 +188,20 @@ func TestSourcePulled(t *testing.T) {
 				t.Errorf("check with nothing staged = %+v, %v", tg, err)
 			}
 		})
+	}
+}
+
+// TestProbe: doctor fails a booted release the graph lacks, which the
+// daemon only warns of (no update).
+func TestProbe(t *testing.T) {
+	s := gt.New(rel("40.1", 'a'), rel("40.2", 'b'))
+	defer s.Close()
+	src := &graph.Source{Client: &graph.Client{BaseURL: s.URL}, Identity: graph.Identity{Wariness: -1}}
+	ctx := context.Background()
+	if line, err := src.Probe(ctx, status(booted('a', "40.1"))); err != nil || !strings.Contains(line, "update to 40.2 offered") {
+		t.Errorf("probe = %q, %v", line, err)
+	}
+	if _, err := src.Probe(ctx, status(booted('z', "39.9"))); err == nil || !strings.Contains(err.Error(), "not in the update graph") {
+		t.Errorf("probe of a release the graph lacks: %v, want a failure", err)
 	}
 }

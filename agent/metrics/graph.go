@@ -38,12 +38,11 @@ func NewGraph(reg prometheus.Registerer) *Graph {
 func (g *Graph) GraphChecked(r graph.Report) {
 	result := "ok"
 	switch {
-	case r.Error == "":
-	case !r.Reachable:
+	case r.Error != "" && !r.Reachable:
 		result = "unreachable"
-	case !r.InGraph:
-		result = "not_in_graph"
-	default:
+	case r.Reachable && !r.InGraph:
+		result = "not_in_graph" // no update, not an error (graph.Source.Check)
+	case r.Error != "":
 		result = "error"
 	}
 	g.checks.WithLabelValues(result).Inc()

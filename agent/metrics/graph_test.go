@@ -11,7 +11,7 @@ func TestGraphChecked(t *testing.T) {
 	g := NewGraph(m.Registry)
 	g.GraphChecked(graph.Report{Reachable: true, InGraph: true, DeadEnd: true, Nodes: 3, Edges: 2, Denied: 1})
 	g.GraphChecked(graph.Report{Error: "update graph unreachable: ..."})
-	g.GraphChecked(graph.Report{Reachable: true, Error: "not in the graph", Nodes: 5})
+	g.GraphChecked(graph.Report{Reachable: true, Why: "not in the graph", Nodes: 5}) // no update, no error
 	if v := value(t, m, "update_agent_graph_booted_dead_end", ""); v != 1 {
 		t.Errorf("dead end %v, want 1 (kept over checks that could not tell)", v)
 	}

@@ -137,6 +137,10 @@ type StageRequest struct {
 	Kind     StageKind
 	Checksum string // StageDeploy
 	Ref      string // StageRebase: a refspec or container image reference
+	// Revision (rebase): the revision of Ref to deploy, a commit or an
+	// image digest (`rpm-ostree rebase REFSPEC [REVISION]`), as zincati
+	// rebases to an update graph's OCI release (src/rpm_ostree/cli_deploy.rs).
+	Revision string
 	// SkipBranchCheck (deploy): the commit need not be in the history of
 	// the origin's ref, as zincati deploys the update graph's releases.
 	SkipBranchCheck bool
@@ -151,6 +155,9 @@ func (r StageRequest) String() string {
 	case StageDeploy:
 		return "revision " + r.Checksum
 	case StageRebase:
+		if r.Revision != "" {
+			return "rebase to " + r.Ref + " at " + r.Revision
+		}
 		return "rebase to " + r.Ref
 	}
 	return "upgrade"
@@ -184,6 +191,9 @@ func (c *Client) StageArgv(req StageRequest) []string {
 			argv = append(argv, "--disallow-downgrade")
 		}
 		argv = append(argv, req.Ref)
+		if req.Revision != "" {
+			argv = append(argv, req.Revision)
+		}
 	default:
 		argv = append(argv, "upgrade", "--lock-finalization", "--unchanged-exit-77")
 		if req.AllowDowngrade {

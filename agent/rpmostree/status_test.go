@@ -122,6 +122,9 @@ func TestStageArgv(t *testing.T) {
 		{StageRequest{Kind: StageDeploy, Checksum: "abc", AllowDowngrade: true}, false, "/usr/bin/rpm-ostree deploy --lock-finalization --unchanged-exit-77 revision=abc"},
 		{StageRequest{Kind: StageRebase, Ref: "fedora:fedora/x86_64/coreos/next"}, false, "/usr/bin/rpm-ostree rebase --lock-finalization --disallow-downgrade fedora:fedora/x86_64/coreos/next"},
 		{StageRequest{Kind: StageRebase, Ref: "fedora:x", AllowDowngrade: true}, false, "/usr/bin/rpm-ostree rebase --lock-finalization fedora:x"},
+		// zincati's rebase to an OCI release: REFSPEC REVISION (src/rpm_ostree/cli_deploy.rs).
+		{StageRequest{Kind: StageRebase, Ref: "ostree-unverified-registry:quay.example/os:stable", Revision: "sha256:ab"}, false,
+			"/usr/bin/rpm-ostree rebase --lock-finalization --disallow-downgrade ostree-unverified-registry:quay.example/os:stable sha256:ab"},
 	}
 	for _, tc := range cases {
 		c.BypassDriver = tc.bypass

@@ -26,12 +26,12 @@ const FileName = "engine.json"
 // cannot trust any field. minor changes when fields are only added: a
 // reader of the same major and a lower minor reads the fields it knows and
 // drops the others (an agent after an OS rollback meeting its successor's
-// record). This agent writes 1.0; the minor is left out of the file while
-// it is 0, so agents from before it was kept (which refuse unknown fields)
-// still read this agent's records.
+// record). The minor is left out of the file while it is 0, so agents from
+// before it was kept (which refuse unknown fields) read such records. 1.1
+// added Target.Image and Target.Stream (an update graph's release).
 const (
 	schemaVersion = 1
-	schemaMinor   = 0
+	schemaMinor   = 1
 )
 
 // Phase is where the update in flight is. Each phase is written before the
@@ -70,6 +70,12 @@ var Phases = []Phase{Idle, Staging, Staged, WaitingSlot, HoldingSlot, Finalizing
 type Target struct {
 	Checksum string `json:"checksum"`
 	Version  string `json:"version,omitempty"`
+	// Image is an update graph's OCI release pinned by digest ("" for any
+	// other): staging it may rebase to its name (graph.RebaseRef).
+	Image string `json:"image,omitempty"`
+	// Stream is the update stream the graph was asked for: what got
+	// staged must be on it.
+	Stream string `json:"stream,omitempty"`
 }
 
 // Failure is the failure record of one target.
@@ -220,7 +226,7 @@ func (s Store) Load() (State, error) {
 // holds, then checks for updates. It never finalizes from here: that
 // takes a slot taken anew.
 func FromHost(why string) State {
-	return State{Version: schemaVersion, Phase: Releasing, Queued: true, CheckHealth: true, LastError: why}
+	return State{Version: schemaVersion, Minor: schemaMinor, Phase: Releasing, Queued: true, CheckHealth: true, LastError: why}
 }
 
 func (s Store) setAside(kind, why string) (State, error) {

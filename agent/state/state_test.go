@@ -23,7 +23,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	s := Store{Dir: filepath.Join(t.TempDir(), "nested")}
 	want := State{
 		Phase:   Finalizing,
-		Target:  Target{Checksum: "abc", Version: "42.1"},
+		Target:  Target{Checksum: "abc", Version: "42.1", Image: "registry.example/os@sha256:ab", Stream: "stable"},
 		Locked:  "abc",
 		LeaseID: 7587,
 		BootID:  "b1",
@@ -39,7 +39,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want.Version = schemaVersion
+	want.Version, want.Minor = schemaVersion, schemaMinor
 	if !got.Equal(want) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, want)
 	}
@@ -161,21 +161,26 @@ func TestLoadNewerMinor(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(s.Path())
-	if strings.Contains(string(b), "member_slot") || strings.Contains(string(b), `"minor"`) {
+	if strings.Contains(string(b), "member_slot") || !strings.Contains(string(b), `"minor": 1`) {
 		t.Errorf("saved %s", b)
 	}
 }
 
-// TestSaveWritesWhatOlderAgentsRead: while the minor is 0 the record holds
-// no "minor" key: agents from before it was kept refuse unknown keys.
-func TestSaveWritesWhatOlderAgentsRead(t *testing.T) {
+// TestSaveWritesItsSchema: the record holds its schema, 1.1 since the
+// target keeps an update graph's image and stream; a 1.0 agent (after an OS
+// rollback) reads it for the fields it knows.
+func TestSaveWritesItsSchema(t *testing.T) {
 	s := Store{Dir: t.TempDir()}
-	if err := s.Save(State{Phase: Idle}); err != nil {
+	if err := s.Save(State{Phase: Staging, Target: Target{Checksum: "sha256:ab", Image: "registry.example/os@sha256:ab", Stream: "stable"}}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(s.Path())
-	if strings.Contains(string(b), `"minor"`) || !strings.Contains(string(b), `"version": 1`) {
+	if !strings.Contains(string(b), `"minor": 1`) || !strings.Contains(string(b), `"version": 1`) {
 		t.Errorf("saved %s", b)
+	}
+	st, err := s.Load()
+	if err != nil || st.Target.Image != "registry.example/os@sha256:ab" || st.Target.Stream != "stable" {
+		t.Errorf("loaded %+v, %v", st.Target, err)
 	}
 }
 

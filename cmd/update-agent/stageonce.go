@@ -73,7 +73,16 @@ func runStageOnce(env *cmdEnv, args []string) error {
 			fmt.Fprintf(env.stdout, "nothing to stage: %s\n", why)
 			return nil
 		}
-		req = adapters.ExactRequest(*t)
+		st, err := client.Status(ctx)
+		if err == nil {
+			st, err = rpmostree.WithBootedOverride(st, rooted(*root, rpmostree.BootedOverrideFile))
+		}
+		if err != nil {
+			return err
+		}
+		if req, err = adapters.ExactRequest(st, *t); err != nil {
+			return err
+		}
 		req.AllowDowngrade = cfg.Updates.AllowDowngrade
 	}
 	s, _ := newStager(cfg, *root, rooted(*root, cfg.Agent.StateDir), client, log)

@@ -42,6 +42,7 @@ func newGraphSource(cfg *config.Config, root string, log *slog.Logger) *graph.So
 		Policy:   graph.Policy{AllowDowngrade: cfg.Updates.AllowDowngrade},
 		Notice:   graph.MOTD{File: rooted(root, deadEndMOTD)},
 		Log:      log.With("source", "graph"),
+		Override: rooted(root, rpmostree.BootedOverrideFile),
 	}
 }
 
@@ -79,6 +80,8 @@ func graphLines(line func(k, format string, a ...any), g *graph.Report, now time
 		line("Update graph", "%s unreachable (%s): %s", g.BaseURL, ago(g.At, now), g.Error)
 	case g.Error != "":
 		line("Update graph", "%s (%s): %s", g.BaseURL, ago(g.At, now), g.Error)
+	case !g.InGraph:
+		line("Update graph", "%s (%s): no update: %s", g.BaseURL, ago(g.At, now), g.Why)
 	default:
 		line("Update graph", "booted %s (age_index %d) in stream %s, %d releases (%s): %s", g.BootedVersion, g.AgeIndex, g.Stream, g.Nodes, ago(g.At, now), g.Why)
 	}

@@ -28,6 +28,9 @@ type graphSolo struct {
 	motd string
 	// recheck is the daemon's Policy.RecheckStaged for the graph source.
 	recheck bool
+	// rpmOstree, when set, is the rpm-ostree the agent runs (a wrapper
+	// of the stand-in).
+	rpmOstree string
 }
 
 func newGraphSolo(t *testing.T) *graphSolo {
@@ -42,7 +45,11 @@ func newGraphSolo(t *testing.T) *graphSolo {
 
 func (g *graphSolo) start() {
 	a := g.solo
-	client := &rpmostree.Client{Path: bin.RpmOstree, Runner: oplog.Runner{Log: a.log,
+	path := bin.RpmOstree
+	if g.rpmOstree != "" {
+		path = g.rpmOstree
+	}
+	client := &rpmostree.Client{Path: path, Runner: oplog.Runner{Log: a.log,
 		Env: a.env.ClientEnv("update-agent.service"), Interrupt: syscall.SIGINT}}
 	b := a.boot
 	a.eng = engine.New(engine.Options{OS: adapters.OS{Client: client, Graph: g.src}, Stager: adapters.PlainStager{Client: client, Exact: true},

@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -111,5 +113,38 @@ func TestGraphPulledBeforeImmediateReboot(t *testing.T) {
 				t.Fatalf("%d graph answers", n)
 			}
 		})
+	}
+}
+
+// TestGraphStagedOnAnotherStream: a release staged from the graph whose
+// commit names another stream than the one followed is discarded and set
+// aside like a pulled one, and not staged again while offered (zincati's
+// confirm_valid_stream). The stand-in's commits name no stream: a wrapper
+// adds "next" to status, as a Fedora CoreOS commit carries its stream.
+func TestGraphStagedOnAnotherStream(t *testing.T) {
+	t.Parallel()
+	g := newGraphSolo(t)
+	a := g.solo
+	base := booted(t, a)
+	time.Sleep(1100 * time.Millisecond) // commit timestamps are seconds
+	other := a.env.Publish(a.env.Ref, 1)
+	g.rpmOstree = filepath.Join(t.TempDir(), "rpm-ostree")
+	script := "#!/bin/sh\nif [ \"$1\" = status ]; then " + bin.RpmOstree +
+		" \"$@\" | sed 's/\"ostree.bootable\": *true/&,\"fedora-coreos.stream\":\"next\"/g'; exit $?; fi\nexec " + bin.RpmOstree + " \"$@\"\n"
+	if err := os.WriteFile(g.rpmOstree, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g.srv.Set(gt.Release{Version: "40.1", Checksum: base, Rollout: gt.Done}, gt.Release{Version: "40.2", Checksum: other, Rollout: gt.Done})
+	g.start()
+	g.wait("40.2 set aside as on another stream, discarded", func(s engine.Snapshot) bool {
+		f := s.State.Failures[other]
+		return f.SetAside && f.Count == 0 && strings.Contains(f.LastError, `from stream "next", not "stable"`) &&
+			s.State.Phase == state.Idle && s.OS.Staged == nil
+	})
+	a.wait("40.2 reported set aside", func(s engine.Snapshot) bool {
+		return s.Action.Kind == engine.ActWait && strings.Contains(s.Action.Reason, "update "+other+" set aside (")
+	})
+	if s := a.eng.Snapshot(); s.OS.Staged != nil || a.env.Rebooted() {
+		t.Fatalf("staged %+v, or rebooted", s.OS.Staged)
 	}
 }
