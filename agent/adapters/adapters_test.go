@@ -111,7 +111,7 @@ func TestRequest(t *testing.T) {
 }
 
 func TestRebaseTarget(t *testing.T) {
-	const img = "ostree-unverified-registry:quay.io/example/os:stable"
+	const img = "ostree-unverified-registry:registry.example/example/os:stable"
 	dep := func(ref, digest string, booted, staged bool) rpmostree.Deployment {
 		d := rpmostree.Deployment{Checksum: "c-" + digest, Booted: booted, Staged: staged, Version: "v-" + digest}
 		if ref != "" {
@@ -128,7 +128,7 @@ func TestRebaseTarget(t *testing.T) {
 	}{
 		{"booted from the image: upgrade --check knows", []rpmostree.Deployment{dep(img, "sha256:b", true, false)}, nil},
 		{"booted from an ostree origin: rebase", []rpmostree.Deployment{dep("", "", true, false)}, &state.Target{Checksum: img, Version: "rebase"}},
-		{"booted from another image: rebase", []rpmostree.Deployment{dep("ostree-unverified-registry:quay.io/example/os:old", "sha256:o", true, false)},
+		{"booted from another image: rebase", []rpmostree.Deployment{dep("ostree-unverified-registry:registry.example/example/os:old", "sha256:o", true, false)},
 			&state.Target{Checksum: img, Version: "rebase"}},
 		{"rebase staged: that is the target, not the old origin's update",
 			[]rpmostree.Deployment{dep(img, "sha256:n", false, true), dep("", "", true, false)}, &state.Target{Checksum: "sha256:n", Version: "v-sha256:n"}},

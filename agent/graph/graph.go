@@ -28,7 +28,7 @@ const (
 )
 
 // Payload schemes: an ostree commit checksum, or an OCI pull spec pinned by
-// digest ("quay.io/fedora/fedora-coreos@sha256:...").
+// digest ("registry.example/fedora/fedora-coreos@sha256:...").
 const (
 	SchemeChecksum = "checksum"
 	SchemeOCI      = "oci"

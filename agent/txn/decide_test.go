@@ -48,7 +48,7 @@ func TestMethodOf(t *testing.T) {
 	}{
 		{rpmostree.StageRequest{Kind: rpmostree.StageDeploy, Checksum: "abc"}, "Deploy"},
 		{rpmostree.StageRequest{Kind: rpmostree.StageUpgrade}, "Upgrade"},
-		{rpmostree.StageRequest{Kind: rpmostree.StageRebase, Ref: "ostree-unverified-registry:quay.io/x/os:stable"}, "Rebase"},
+		{rpmostree.StageRequest{Kind: rpmostree.StageRebase, Ref: "ostree-unverified-registry:registry.example/x/os:stable"}, "Rebase"},
 	} {
 		if got := MethodOf(c.StageArgv(tc.req)); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.req, got, tc.want)
