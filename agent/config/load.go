@@ -243,7 +243,16 @@ func mergeFragment(cfg *Config, src *Sources, all []leaf, file string) []error {
 		}
 		if (unknown[ks] || inElement) && !reported[ks] {
 			reported[ks] = true
-			errs = append(errs, &FieldError{File: file, Key: displayKey(all, k), Msg: "unknown key" + suggest(k)})
+			msg := "unknown key" + suggest(k)
+			if h := zincatiHint(ks); h != "" {
+				msg = "unknown key: " + h
+			} else if t := md.Type(ks); len(k) == 1 && (t == "Hash" || t == "") {
+				// A table is matched against sections, not keys.
+				msg = "unknown section" + suggestSection(ks)
+			} else if len(k) == 1 {
+				msg = "unknown key outside any section" + suggest(k)
+			}
+			errs = append(errs, &FieldError{File: file, Key: displayKey(all, k), Msg: msg})
 		}
 	}
 	return errs
@@ -307,7 +316,7 @@ func decodeError(file string, err error) error {
 		return &FieldError{File: file, Key: pe.LastKey, Msg: fmt.Sprintf("%s (line %d)", pe.Message, pe.Position.Line)}
 	}
 	if m := tomlErrRe.FindStringSubmatch(err.Error()); m != nil {
-		msg := m[3]
+		msg := plainTypeError(m[3])
 		if m[1] != "" {
 			msg += " (line " + m[1] + ")"
 		}
