@@ -62,14 +62,19 @@ func runDoctor(env *cmdEnv, args []string) error {
 		return configError{err}
 	}
 	d.Updates = updateSourceProbe{cfg: cfg, root: *root, client: &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}}, log: log}
-	cli, err := etcdclient.New(etcdClientOptions(cfg, *root))
+	eo := etcdClientOptions(cfg, *root)
+	cli, err := etcdclient.New(eo)
 	if err != nil {
 		d.Etcd = doctor.NoEtcd{Err: err}
 	} else {
 		defer cli.Close()
 		member := etcdmember.New(cli, memberOptions(cfg, log))
 		d.In.MaxLag = member.MaxLag()
-		d.Etcd = doctor.EtcdClient{Cli: cli, Member: member, KeyPrefix: cfg.Lock.KeyPrefix}
+		ec := doctor.EtcdClient{Cli: cli, Member: member, KeyPrefix: cfg.Lock.KeyPrefix}
+		if c, err := eo.Config(); err == nil {
+			ec.TLS = c.TLS // New built it from these: no error here
+		}
+		d.Etcd = ec
 		d.Lock = doctor.EtcdLock{Cli: cli, Prefix: cfg.Lock.KeyPrefix, Group: cfg.Lock.Group, Slots: cfg.Lock.Slots}
 	}
 	if !cfg.Lock.Enabled {
