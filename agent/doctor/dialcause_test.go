@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -101,4 +102,24 @@ func clientTLS(t *testing.T, caFile, certFile, keyFile string) *tls.Config {
 		t.Fatal(fmt.Errorf("no certificate in %s", caFile))
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool}
+}
+
+func TestWriteJSON(t *testing.T) {
+	var b strings.Builder
+	r := Report{{Check: "etcd", OK: true, Detail: "reachable"}, {Check: "leader", Detail: "none"}, {Check: "etcd alarms", Wait: true, Detail: "NOSPACE"}}
+	if err := r.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var got []map[string]string
+	if err := json.Unmarshal([]byte(b.String()), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := []map[string]string{
+		{"check": "etcd", "result": "ok", "detail": "reachable"},
+		{"check": "leader", "result": "FAIL", "detail": "none"},
+		{"check": "etcd alarms", "result": "WAIT", "detail": "NOSPACE"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("WriteJSON:\n%s\nwant %v", b.String(), want)
+	}
 }

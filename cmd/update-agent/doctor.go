@@ -32,6 +32,7 @@ func (e doctorWaiting) Error() string {
 func runDoctor(env *cmdEnv, args []string) error {
 	fs := newFlags(env, "doctor")
 	root := fs.String("root", "/", "prefix for every configuration and host path (tests)")
+	asJSON := fs.Bool("json", false, "print a JSON array, one object per check: check, result (ok, FAIL or WAIT), detail")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -93,7 +94,11 @@ func runDoctor(env *cmdEnv, args []string) error {
 	d.Backend = func(ctx context.Context) (string, error) { return describeBackend(ctx, cfg, log) }
 	d.Owners = func(ctx context.Context) (string, error) { return describeOwners(ctx, cfg) }
 	rep := d.Run(context.Background())
-	if err := rep.Write(env.stdout); err != nil {
+	write := rep.Write
+	if *asJSON {
+		write = rep.WriteJSON
+	}
+	if err := write(env.stdout); err != nil {
 		return err
 	}
 	if n := rep.Failed(); n > 0 {
