@@ -91,6 +91,11 @@ func (k *checker) graph(c *Cincinnati, id *Identity, source string) {
 		k.warn("cincinnati.base_url", "ends in /v1/graph, which the agent appends: the graph would be read from %s/v1/graph; give the server's base URL",
 			strings.TrimRight(c.BaseURL, "/"))
 	}
+	if !on && id.Group != "default" {
+		// A zincati fragment's group: zincati takes its FleetLock group
+		// from it, the agent does not.
+		k.warn("identity.group", "the update graph's group, ignored while updates.source is not \"graph\"; the reboot slots' group is lock.group")
+	}
 	if !groupRe.MatchString(id.Group) {
 		k.fail("identity.group", "must match %s, got %q", groupRe, id.Group)
 	}

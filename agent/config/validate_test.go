@@ -203,6 +203,7 @@ func TestWarnings(t *testing.T) {
 		"[updates]\nimage = \"ostree-unverified-registry:example.invalid/os:1\"":                                           `updates.image: ignored while updates.source is "origin"`,
 		"[staging]\nscheduler = \"mq-deadline\"":                                                                           `staging.scheduler: io_scheduling_class "idle" only has an effect with bfq`,
 		"[[reboot.windows]]\ndays = [\"Sat\"]\nstart = \"01:00\"\nlength = \"1h\"":                                         `reboot.windows: ignored while reboot.strategy is "immediate"`,
+		"[identity]\ngroup = \"workers\"":                                                                                  `identity.group: the update graph's group, ignored while updates.source is not "graph"; the reboot slots' group is lock.group`,
 		"[staging]\niocost = false\niocost_models = [\"vda rbps=1 rseqiops=1 rrandiops=1 wbps=1 wseqiops=1 wrandiops=1\"]": `staging.iocost_models: ignored while staging.iocost is false`,
 		"[updates]\nsource = \"graph\"\n[cincinnati]\nbase_url = \"https://updates.example.invalid/v1/graph/\"":            `cincinnati.base_url: ends in /v1/graph, which the agent appends`,
 		"[fleetlock]\nlisten = \":8080\"\n[etcd]\nendpoints = [\"https://e1:2379\"]":                                       `fleetlock.listen: ":8080" serves FleetLock over plain HTTP off loopback`,
