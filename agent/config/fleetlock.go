@@ -124,6 +124,10 @@ func (k *checker) fleetLock(f *FleetLock) {
 		if len(k.c.Etcd.Endpoints) == 0 {
 			k.failRel("etcd.endpoints", []string{"fleetlock.listen"}, "at least one endpoint is needed while fleetlock.listen is set")
 		}
+		if f.CertFile == "" && !loopbackHost(host) {
+			k.warn("fleetlock.listen", "%q serves FleetLock over plain HTTP off loopback: anyone on the network can read and forge requests; "+
+				"set fleetlock.cert_file and key_file (and client_ca_file), or listen on loopback", f.Listen)
+		}
 	}
 	ok := map[string]bool{}
 	for _, fl := range []struct{ key, path string }{
@@ -140,6 +144,16 @@ func (k *checker) fleetLock(f *FleetLock) {
 	if f.ClientCAFile != "" && f.CertFile == "" {
 		k.failRel("fleetlock.client_ca_file", []string{"fleetlock.cert_file"}, "client certificates need TLS: set fleetlock.cert_file and fleetlock.key_file")
 	}
+}
+
+// loopbackHost is a listen host reachable only from this host ("" and
+// unspecified addresses listen everywhere).
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // allowList checks the allow_ids and allow_networks under prefix.

@@ -90,6 +90,16 @@ func (k *checker) graph(c *Cincinnati, id *Identity, source string) {
 	case c.BaseURL != "" && !on:
 		k.warn("cincinnati.base_url", "ignored while updates.source is not \"graph\"")
 	}
+	if u, err := url.Parse(c.BaseURL); err == nil && strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/v1/graph") {
+		// zincati's base_url and ours both stop before it.
+		k.warn("cincinnati.base_url", "ends in /v1/graph, which the agent appends: the graph would be read from %s/v1/graph; give the server's base URL",
+			strings.TrimRight(c.BaseURL, "/"))
+	}
+	if !on && id.Group != "default" {
+		// A zincati fragment's group: zincati takes its FleetLock group
+		// from it, the agent does not.
+		k.warn("identity.group", "the update graph's group, ignored while updates.source is not \"graph\"; the reboot slots' group is lock.group")
+	}
 	if !groupRe.MatchString(id.Group) {
 		k.fail("identity.group", "must match %s, got %q", groupRe, id.Group)
 	}

@@ -91,6 +91,21 @@ func (e *FieldError) Error() string {
 // joins every problem found (each a *FieldError naming file and key); the
 // Config and Sources are returned even then, for diagnostics.
 func Load(root string) (*Config, *Sources, error) {
+	return load(root, "", false)
+}
+
+// LoadFragment is Load with file, a fragment not installed yet, taken as
+// if it were in /etc/update-agent/config.d under its own name (replacing an
+// installed one of that name). alone leaves out the installed fragments:
+// file is merged over the defaults only.
+func LoadFragment(root, file string, alone bool) (*Config, *Sources, error) {
+	if !strings.HasSuffix(file, ".toml") {
+		return nil, nil, &FieldError{File: file, Msg: "would be ignored when installed: only *.toml files are read"}
+	}
+	return load(root, file, alone)
+}
+
+func load(root, extra string, alone bool) (*Config, *Sources, error) {
 	if root == "" {
 		root = "/"
 	}
@@ -100,7 +115,14 @@ func Load(root string) (*Config, *Sources, error) {
 	for _, l := range all {
 		src.Keys[l.path] = DefaultSource
 	}
-	files, errs := discover(root, src)
+	var files []string
+	var errs []error
+	if !alone {
+		files, errs = discover(root, src)
+	}
+	if extra != "" {
+		files = withFragment(files, extra, src)
+	}
 	for _, file := range files {
 		errs = append(errs, mergeFragment(cfg, src, all, file)...)
 	}
@@ -157,6 +179,23 @@ func discover(root string, src *Sources) ([]string, []error) {
 		files = append(files, p)
 	}
 	return files, errs
+}
+
+// withFragment puts extra among files (sorted by name, as discover returns
+// them) where the same name installed in /etc would be, replacing one of
+// that name.
+func withFragment(files []string, extra string, src *Sources) []string {
+	name := filepath.Base(extra)
+	out := make([]string, 0, len(files)+1)
+	for _, f := range files {
+		if filepath.Base(f) == name {
+			src.Overridden[f] = extra
+			continue
+		}
+		out = append(out, f)
+	}
+	i, _ := slices.BinarySearchFunc(out, name, func(f, n string) int { return strings.Compare(filepath.Base(f), n) })
+	return slices.Insert(out, i, extra)
 }
 
 // isMask reports whether p is a symlink to /dev/null (written literally,
@@ -243,7 +282,16 @@ func mergeFragment(cfg *Config, src *Sources, all []leaf, file string) []error {
 		}
 		if (unknown[ks] || inElement) && !reported[ks] {
 			reported[ks] = true
-			errs = append(errs, &FieldError{File: file, Key: displayKey(all, k), Msg: "unknown key" + suggest(k)})
+			msg := "unknown key" + suggest(k)
+			if h := zincatiHint(ks); h != "" {
+				msg = "unknown key: " + h
+			} else if t := md.Type(ks); len(k) == 1 && (t == "Hash" || t == "") {
+				// A table is matched against sections, not keys.
+				msg = "unknown section" + suggestSection(ks)
+			} else if len(k) == 1 {
+				msg = "unknown key outside any section" + suggest(k)
+			}
+			errs = append(errs, &FieldError{File: file, Key: displayKey(all, k), Msg: msg})
 		}
 	}
 	return errs
@@ -307,7 +355,7 @@ func decodeError(file string, err error) error {
 		return &FieldError{File: file, Key: pe.LastKey, Msg: fmt.Sprintf("%s (line %d)", pe.Message, pe.Position.Line)}
 	}
 	if m := tomlErrRe.FindStringSubmatch(err.Error()); m != nil {
-		msg := m[3]
+		msg := plainTypeError(m[3])
 		if m[1] != "" {
 			msg += " (line " + m[1] + ")"
 		}

@@ -20,6 +20,9 @@ func (k *checker) iocost(c *Staging) {
 		}
 		seen[disk] = i
 	}
+	if len(c.IOCostModels) > 0 && c.IOCost == IOCostOff {
+		k.warn("staging.iocost_models", "ignored while staging.iocost is false")
+	}
 	k.nonNegative("staging.iocost_latency_target", c.IOCostLatencyTarget)
 	k.positive("staging.iocost_default_latency_target", c.IOCostDefaultLatencyTarget)
 	if c.IOCostPercentile <= 0 || c.IOCostPercentile > 100 {

@@ -171,7 +171,7 @@ func TestValidBoundaries(t *testing.T) {
 		"[staging]\netcd_io_latency_target = \"25ms\"\n[etcd]\nlocal_unit = \"etcd-member@a.service\"",
 		"[staging]\niocost = true",
 		"[staging]\niocost = \"with-model\"",
-		"[staging]\niocost = false\niocost_models = [\"vda rbps=20000000 rseqiops=500 rrandiops=500 wbps=20000000 wseqiops=500 wrandiops=500\"]\niocost_percentile = 100.0\niocost_vrate_min = 150.0\niocost_vrate_max = 150.0\niocost_io_weight = 10000\niocost_etcd_io_weight = 1\niocost_latency_target = \"5ms\"",
+		"[staging]\niocost = \"with-model\"\niocost_models = [\"vda rbps=20000000 rseqiops=500 rrandiops=500 wbps=20000000 wseqiops=500 wrandiops=500\"]\niocost_percentile = 100.0\niocost_vrate_min = 150.0\niocost_vrate_max = 150.0\niocost_io_weight = 10000\niocost_etcd_io_weight = 1\niocost_latency_target = \"5ms\"",
 		"[lock]\nreboot_lease_ttl = \"5s\"\nslots = 1\ngroup = \"control-plane.eu-1\"",
 		"[guard]\nmetrics_url = \"\"\nio_pressure_threshold = 100.0\nlatency_factor = 1.01\nlatency_target = 1.01\nthaw_factor = 1.01\nmin_freeze = \"2s\"\nmin_run_share = 1.0\nwindow = \"1s\"",
 		"[etcd]\nendpoints = [\"https://[fd00::1]:2379\", \"https://etcd-0.example.invalid:2379/\"]",
@@ -181,6 +181,9 @@ func TestValidBoundaries(t *testing.T) {
 		"[metrics]\nlisten = \"\"",
 		"[metrics]\nlisten = \"127.0.0.1:9100\"",
 		"[metrics]\nlisten = \":9100\"",
+		"[fleetlock]\nlisten = \"127.0.0.1:8080\"\n[etcd]\nendpoints = [\"https://e1:2379\"]",
+		"[fleetlock]\nlisten = \"[::1]:8080\"\n[etcd]\nendpoints = [\"https://e1:2379\"]",
+		"[updates]\nsource = \"graph\"\n[cincinnati]\nbase_url = \"https://updates.example.invalid/graph-v1/\"",
 		"[updates]\nsource = \"image\"\nimage = \"ostree-unverified-registry:example.invalid/os:stable\"",
 		"[reboot]\nstrategy = \"periodic\"\ntime_zone = \"Local\"\n[[reboot.windows]]\ndays = [\"mon\", \"Tuesday\"]\nstart = \"0:00\"\nlength = \"168h\"",
 		"[[fleetlock.groups]]\nname = \"workers\"\nslots = 2\nallow_networks = [\"10.0.1.0/24\"]\n[[fleetlock.groups]]\nname = \"infra\"\nslots = 1",
@@ -197,9 +200,14 @@ func TestValidBoundaries(t *testing.T) {
 
 func TestWarnings(t *testing.T) {
 	for frag, want := range map[string]string{
-		"[updates]\nimage = \"ostree-unverified-registry:example.invalid/os:1\"":   `updates.image: ignored while updates.source is "origin"`,
-		"[staging]\nscheduler = \"mq-deadline\"":                                   `staging.scheduler: io_scheduling_class "idle" only has an effect with bfq`,
-		"[[reboot.windows]]\ndays = [\"Sat\"]\nstart = \"01:00\"\nlength = \"1h\"": `reboot.windows: ignored while reboot.strategy is "immediate"`,
+		"[updates]\nimage = \"ostree-unverified-registry:example.invalid/os:1\"":                                           `updates.image: ignored while updates.source is "origin"`,
+		"[staging]\nscheduler = \"mq-deadline\"":                                                                           `staging.scheduler: io_scheduling_class "idle" only has an effect with bfq`,
+		"[[reboot.windows]]\ndays = [\"Sat\"]\nstart = \"01:00\"\nlength = \"1h\"":                                         `reboot.windows: ignored while reboot.strategy is "immediate"`,
+		"[identity]\ngroup = \"workers\"":                                                                                  `identity.group: the update graph's group, ignored while updates.source is not "graph"; the reboot slots' group is lock.group`,
+		"[staging]\niocost = false\niocost_models = [\"vda rbps=1 rseqiops=1 rrandiops=1 wbps=1 wseqiops=1 wrandiops=1\"]": `staging.iocost_models: ignored while staging.iocost is false`,
+		"[updates]\nsource = \"graph\"\n[cincinnati]\nbase_url = \"https://updates.example.invalid/v1/graph/\"":            `cincinnati.base_url: ends in /v1/graph, which the agent appends`,
+		"[fleetlock]\nlisten = \":8080\"\n[etcd]\nendpoints = [\"https://e1:2379\"]":                                       `fleetlock.listen: ":8080" serves FleetLock over plain HTTP off loopback`,
+		"[fleetlock]\nlisten = \"10.0.0.5:8080\"\n[etcd]\nendpoints = [\"https://e1:2379\"]":                               `fleetlock.listen: "10.0.0.5:8080" serves FleetLock over plain HTTP off loopback`,
 	} {
 		root := writeTree(t, map[string]string{etcDir + "50-x.toml": frag + "\n"})
 		_, s, err := Load(root)

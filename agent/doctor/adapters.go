@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,9 @@ type EtcdClient struct {
 	KeyPrefix string
 	// CallTimeout bounds each endpoint's status call (default 3s).
 	CallTimeout time.Duration
+	// TLS is the client's TLS configuration (nil: none), for naming why
+	// an endpoint does not answer (endpointCause).
+	TLS *tls.Config
 }
 
 // Probe asks every endpoint for its status, then reads under the lock's
@@ -47,6 +51,9 @@ func (e EtcdClient) Probe(ctx context.Context) (string, error) {
 		cancel()
 		if err != nil {
 			down = append(down, ep)
+			if cause := endpointCause(ctx, ep, e.TLS, t); cause != "" {
+				err = errors.New(cause)
+			}
 			errs = append(errs, fmt.Errorf("%s: %w", ep, err))
 			continue
 		}

@@ -8,6 +8,7 @@ package doctor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,14 +36,7 @@ type Result struct {
 }
 
 func (r Result) String() string {
-	v := "ok"
-	switch {
-	case r.Wait:
-		v = "WAIT"
-	case !r.OK:
-		v = "FAIL"
-	}
-	return fmt.Sprintf("%-4s  %-14s %s", v, r.Check, r.Detail)
+	return fmt.Sprintf("%-4s  %-14s %s", r.Verdict(), r.Check, r.Detail)
 }
 
 // Report is every check's result, in order.
@@ -74,6 +68,34 @@ func (r Report) Waiting() int {
 type waiting struct{ error }
 
 func (w waiting) Unwrap() error { return w.error }
+
+// Verdict is the result column: "ok", "FAIL" or "WAIT".
+func (r Result) Verdict() string {
+	switch {
+	case r.Wait:
+		return "WAIT"
+	case !r.OK:
+		return "FAIL"
+	}
+	return "ok"
+}
+
+// WriteJSON prints the checks as a JSON array, one object per check with
+// the columns of Write: check, result (ok, FAIL or WAIT) and detail.
+func (r Report) WriteJSON(w io.Writer) error {
+	type line struct {
+		Check  string `json:"check"`
+		Result string `json:"result"`
+		Detail string `json:"detail"`
+	}
+	out := make([]line, 0, len(r))
+	for _, x := range r {
+		out = append(out, line{x.Check, x.Verdict(), x.Detail})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
 
 // Write prints one line per check.
 func (r Report) Write(w io.Writer) error {

@@ -2,6 +2,9 @@ package fleetlock_test
 
 import (
 	"testing"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/lock"
 )
 
 // TestWorkerGroupOnEveryServer: two agents' servers over one etcd serve
@@ -45,5 +48,38 @@ func TestWorkerGroupOnEveryServer(t *testing.T) {
 	}
 	if ans := postFrom(t, "127.0.0.23", b.URL, "/v1/pre-reboot", "w3", "workers"); !ans.ok() {
 		t.Fatalf("w3 after w1 released: %+v", ans)
+	}
+}
+
+// TestStatusReadsGroupSlots: `lock status` on a host whose lock.slots is 1
+// shows both holders of a FleetLock group served with 2 slots as holders,
+// and the agents' group with the count its agents use: each group's count
+// is the one its users recorded in etcd, not the reader's.
+func TestStatusReadsGroupSlots(t *testing.T) {
+	f := newFixture(t, 1)
+	o := f.opts(3)
+	o.Groups = []string{"default", "workers"}
+	o.GroupSlots = map[string]int{"workers": 2}
+	s, a := f.server(o)
+	if err := s.TendOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct{ src, id string }{{"127.0.0.21", "w1"}, {"127.0.0.22", "w2"}, {"127.0.0.23", "w3"}} {
+		postFrom(t, w.src, a.URL, "/v1/pre-reboot", w.id, "workers")
+	}
+	st, err := lock.Status(t.Context(), f.cli, prefix, 1, "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 1 || st[0].Group != "workers" {
+		t.Fatalf("status: %+v", st)
+	}
+	if g := st[0]; g.Slots != 2 || g.SlotsBy != "fleetlock server" || len(g.Holders) != 2 || len(g.Waiters) != 1 {
+		t.Fatalf("workers read with the local lock.slots = 1: slots %d by %q, holders %v, waiters %v",
+			g.Slots, g.SlotsBy, names(g.Holders), names(g.Waiters))
+	}
+	one, err := lock.Status(t.Context(), f.cli, prefix, 1, "workers", time.Now())
+	if err != nil || len(one) != 1 || one[0].Slots != 2 || len(one[0].Holders) != 2 {
+		t.Fatalf("status --group workers: %+v, %v", one, err)
 	}
 }

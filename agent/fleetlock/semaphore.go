@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -32,6 +33,22 @@ type semaphore struct {
 	maxWaiters int
 	clock      clockwork.Clock
 	log        *slog.Logger
+	// recorded are the groups whose slot count this process wrote.
+	recorded sync.Map
+}
+
+// recordGroup writes group's slot count for `lock status` on other hosts
+// (lock.GroupConfig), once per process.
+func (s *semaphore) recordGroup(ctx context.Context, group string) error {
+	if _, ok := s.recorded.Load(group); ok {
+		return nil
+	}
+	gc := lock.GroupConfig{Slots: s.slotsOf(group), By: "fleetlock server", UpdatedAt: s.clock.Now().UTC()}
+	if err := lock.WriteGroupConfig(ctx, s.cli, s.prefix, group, gc); err != nil {
+		return err
+	}
+	s.recorded.Store(group, true)
+	return nil
 }
 
 // slotsOf is the number of slots of group.
@@ -56,6 +73,9 @@ var errContended = errors.New("queue entry changed concurrently, try again")
 // spacing says how long is left.
 func (s *semaphore) lock(ctx context.Context, p Params, c Client) (lock.Position, bool, lock.SpacingState, error) {
 	var none lock.SpacingState
+	if err := s.recordGroup(ctx, p.Group); err != nil {
+		s.log.Warn("recording the group's slot count for lock status", "group", p.Group, "err", err)
+	}
 	key := s.key(p)
 	done := false
 	for range 5 {

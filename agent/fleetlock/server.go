@@ -205,7 +205,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, endpoint string)
 func (s *Server) TendOnce(ctx context.Context) error {
 	var errs []error
 	for _, g := range s.o.Groups {
-		errs = append(errs, s.sem.tend(ctx, g))
+		errs = append(errs, s.sem.tend(ctx, g), s.sem.recordGroup(ctx, g))
 	}
 	return errors.Join(errs...)
 }

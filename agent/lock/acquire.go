@@ -63,6 +63,7 @@ func (l *Lock) acquireSlot(ctx context.Context, target string, onPosition func(P
 	if err != nil {
 		return Position{}, fmt.Errorf("queueing for a reboot slot: %w", err)
 	}
+	l.recordGroup(ctx)
 	var last Position
 	first := true
 	report := func(pos Position) {
@@ -98,6 +99,20 @@ func (l *Lock) acquireSlot(ctx context.Context, target string, onPosition func(P
 		l.log.Info("holding reboot slot", "slot", pos.Index+1, "slots", pos.Slots, "target", target)
 		return pos, nil
 	}
+}
+
+// recordGroup writes the group's slot count for `lock status` once per
+// process. It is only a display: failing it does not hold the update.
+func (l *Lock) recordGroup(ctx context.Context) {
+	if l.parent != nil || l.groupRecorded.Load() {
+		return
+	}
+	gc := GroupConfig{Slots: l.o.Slots, By: "agent " + l.o.Node, UpdatedAt: l.o.Now().UTC()}
+	if err := WriteGroupConfig(ctx, l.cli, l.o.Prefix, l.o.Group, gc); err != nil {
+		l.log.Warn("recording the group's slot count for lock status", "err", err)
+		return
+	}
+	l.groupRecorded.Store(true)
 }
 
 // errReread: the watch cannot tell how far this waiter moved (compaction,

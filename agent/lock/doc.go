@@ -45,6 +45,11 @@
 //	                                 the group's next reboot waits while it
 //	                                 lives.
 //
+// Whoever uses a group records its slot count for `lock status` on other
+// hosts (groupconfig.go), without a lease:
+//
+//	<prefix>/_groups/<group>         JSON GroupConfig: slots, by, updated_at.
+//
 // All keys of a node are attached to one lease, the node lease, whose TTL is
 // the reboot budget. The agent keeps it alive while it runs; across the
 // reboot nobody does, so a node that does not come back within the budget

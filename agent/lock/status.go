@@ -34,8 +34,12 @@ type EntryClient struct {
 
 // GroupStatus is one group's queue and announcements.
 type GroupStatus struct {
-	Group   string         `json:"group"`
-	Slots   int            `json:"slots"`
+	Group string `json:"group"`
+	Slots int    `json:"slots"`
+	// SlotsBy is who recorded Slots in etcd (GroupConfig.By); "" when
+	// none did and Slots is the local lock.slots, which a FleetLock group
+	// with slots of its own does not share.
+	SlotsBy string         `json:"slots_by,omitempty"`
 	Holders []EntryStatus  `json:"holders"`
 	Waiters []EntryStatus  `json:"waiters"`
 	Pending []Announcement `json:"pending"`
@@ -44,13 +48,19 @@ type GroupStatus struct {
 	Spacing *SpacingState `json:"spacing,omitempty"`
 }
 
-// Status reads every group under prefix (or only group, when set). slots is
-// the configured slot count; it splits each queue into holders and waiters.
+// Status reads every group under prefix (or only group, when set). Each
+// group's slot count, which splits its queue into holders and waiters, is
+// the one its users recorded (GroupConfig); slots, the local lock.slots, is
+// only for a group without one.
 func Status(ctx context.Context, cli *clientv3.Client, prefix string, slots int, group string, now time.Time) ([]GroupStatus, error) {
 	prefix = strings.TrimRight(prefix, "/")
 	from := prefix + "/"
 	if group != "" {
 		from = groupPrefix(prefix, group)
+	}
+	recorded, err := readGroupConfigs(ctx, cli, prefix, group)
+	if err != nil {
+		return nil, err
 	}
 	resp, err := cli.Get(ctx, from, clientv3.WithPrefix())
 	if err != nil {
@@ -61,8 +71,11 @@ func Status(ctx context.Context, cli *clientv3.Client, prefix string, slots int,
 	get := func(g string) *GroupStatus {
 		if groups[g] == nil {
 			groups[g] = &GroupStatus{Group: g, Slots: slots}
+			if gc, ok := recorded[g]; ok {
+				groups[g].Slots, groups[g].SlotsBy = gc.Slots, gc.By
+			}
 			if g == MembersGroup {
-				groups[g].Slots = 1
+				groups[g].Slots, groups[g].SlotsBy = 1, ""
 			}
 		}
 		return groups[g]

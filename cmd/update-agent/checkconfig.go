@@ -10,14 +10,50 @@ import (
 )
 
 // runCheckConfig prints the merged configuration with the file each value
-// came from, or every problem found; exit 78 when the config is bad.
+// came from, or every problem found; exit 78 when the config is bad. With
+// FILE, a fragment not installed yet is checked where it would go.
 func runCheckConfig(env *cmdEnv, args []string) error {
 	fs := newFlags(env, "check-config")
 	root := fs.String("root", "/", "prefix for the configuration directories (tests, images)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	alone := fs.Bool("alone", false, "with FILE: merge it over the defaults only, not over the installed fragments")
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintln(w, "Usage: update-agent check-config [options] [FILE]")
+		fmt.Fprintln(w, "\nFILE, a fragment not installed yet, is checked as if it were in /etc/update-agent/config.d")
+		fmt.Fprintln(w, "(replacing one of its name), merged with the defaults and the installed fragments, or with")
+		fmt.Fprintln(w, "the defaults only (--alone).")
+		fmt.Fprintln(w, "\nOptions:")
+		fs.PrintDefaults()
+		fmt.Fprintln(w, "\nExamples:")
+		for _, e := range examples["check-config"] {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
 	}
-	cfg, src, err := config.Load(*root)
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	var cfg *config.Config
+	var src *config.Sources
+	var err error
+	switch {
+	case fs.NArg() > 1:
+		return usageError{fmt.Sprintf("check-config: expected at most one FILE, got %q", fs.Args())}
+	case fs.NArg() == 1:
+		cfg, src, err = config.LoadFragment(*root, fs.Arg(0), *alone)
+		if cfg == nil {
+			fmt.Fprintf(env.stderr, "error: %v\n", err)
+			return configError{errors.New("configuration is invalid: 1 error(s)")}
+		}
+		with := "the defaults and the installed fragments"
+		if *alone {
+			with = "the defaults only"
+		}
+		fmt.Fprintf(env.stderr, "checking %s as if installed in /etc/update-agent/config.d, merged with %s\n", fs.Arg(0), with)
+	case *alone:
+		return usageError{"check-config: --alone needs a FILE"}
+	default:
+		cfg, src, err = config.Load(*root)
+	}
 	if err == nil {
 		err = cfg.CheckDaemon() // the daemon's own rules: it reads the same files
 	}

@@ -66,7 +66,7 @@ func TestCheckConfigExitCodes(t *testing.T) {
 				"error: " + filepath.Join(bad, etcConfD, "60-x.toml") + ": staging.nice: must be -20-19, got 99",
 				"configuration is invalid: 3 error(s)",
 			}, true},
-		{"extra argument", []string{"check-config", "extra"}, exitUsage, nil, []string{"unexpected arguments"}, true},
+		{"two files", []string{"check-config", "a.toml", "b.toml"}, exitUsage, nil, []string{"expected at most one FILE"}, true},
 		{"unknown flag", []string{"check-config", "--rooot", "/"}, exitUsage, nil, []string{"flag provided but not defined"}, true},
 		{"help", []string{"check-config", "-h"}, exitOK, nil, []string{"-root"}, true},
 		{"no lock on a member host: check-config says so", []string{"check-config", "--root", member}, exitBadConfig, nil,
@@ -189,5 +189,54 @@ func TestEtcdClientConfigErrorExits78(t *testing.T) {
 	_, err := etcdclient.Options{Endpoints: []string{"https://x:2379"}, CAFile: filepath.Join(t.TempDir(), "gone.pem")}.Config()
 	if code := exitCode(fmt.Errorf("setting up the etcd client: %w", err), io.Discard); code != exitBadConfig {
 		t.Errorf("exit %d for %v, want %d", code, err, exitBadConfig)
+	}
+}
+
+// TestCheckConfigFile: a fragment not installed yet is checked where it
+// would go: merged with the installed fragments (replacing one of its name),
+// or over the defaults only with --alone; stderr says which.
+func TestCheckConfigFile(t *testing.T) {
+	root := configRoot(t, map[string]string{"50-lock.toml": "[lock]\nslots = 3\n", "70-etcd.toml": "[etcd]\nendpoints = [\"https://e1:2379\"]\n"})
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	group := write("60-group.toml", "[lock]\ngroup = \"workers\"\n")
+	code, out, errOut := runIn("check-config", "--root", root, group)
+	if code != exitOK || !strings.Contains(errOut, "merged with the defaults and the installed fragments") {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	for _, w := range []string{"slots = 3", `group = "workers"`, group, "https://e1:2379"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("merged output lacks %q:\n%s", w, out)
+		}
+	}
+	code, out, errOut = runIn("check-config", "--root", root, "--alone", group)
+	if code != exitOK || !strings.Contains(errOut, "merged with the defaults only") || strings.Contains(out, "slots = 3") {
+		t.Fatalf("--alone: exit %d, stderr:\n%s\nstdout:\n%s", code, errOut, out)
+	}
+	// Same name as an installed fragment: it replaces it, as it would in /etc.
+	slots := write("50-lock.toml", "[lock]\nslots = 0\n")
+	code, _, errOut = runIn("check-config", "--root", root, slots)
+	if code != exitBadConfig || !strings.Contains(errOut, slots+": lock.slots: must be >= 1, got 0") {
+		t.Fatalf("bad fragment: exit %d, stderr:\n%s", code, errOut)
+	}
+	if code, _, errOut = runIn("check-config", "--root", root, write("60-x.conf", "")); code != exitBadConfig || !strings.Contains(errOut, "only *.toml files are read") {
+		t.Fatalf("a non-toml name: exit %d, stderr:\n%s", code, errOut)
+	}
+	if code, _, _ = runIn("check-config", "--root", root, "--alone"); code != exitUsage {
+		t.Fatalf("--alone without FILE: exit %d", code)
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	_, want, _ := runIn("version")
+	code, out, errOut := runIn("--version")
+	if code != exitOK || out != want || want == "" {
+		t.Fatalf("--version: exit %d, %q (version: %q), stderr %q", code, out, want, errOut)
 	}
 }

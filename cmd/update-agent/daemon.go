@@ -83,6 +83,14 @@ func runDaemon(env *cmdEnv, args []string) error {
 			return err
 		}
 	}
+	// status answers from here on: until the OS status is read, with what
+	// the daemon starts on, not with "is it running?".
+	a.setStarting("waiting for " + a.backend.Name)
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	defer stopServing()
+	if err := a.serveControl(serveCtx); err != nil {
+		return err
+	}
 	first, err := a.firstStatus(ctx, firstStatusTimeout)
 	if err != nil {
 		return err
@@ -91,8 +99,7 @@ func runDaemon(env *cmdEnv, args []string) error {
 		return err
 	}
 
-	serveCtx, stopServing := context.WithCancel(context.Background())
-	defer stopServing()
+	a.setStarting("")
 	if err := a.serve(serveCtx); err != nil {
 		return err
 	}
@@ -123,9 +130,18 @@ func runDaemon(env *cmdEnv, args []string) error {
 	return runErr
 }
 
-// serve starts the control socket and, when configured, the FleetLock
-// server and the metrics endpoint. They stop when ctx ends.
+// serve starts, when configured, the FleetLock server and the metrics
+// endpoint. They stop when ctx ends.
 func (a *agent) serve(ctx context.Context) error {
+	if err := a.serveFleetLock(ctx); err != nil {
+		return err
+	}
+	return serveMetrics(ctx, a.cfg, a.root, a.metrics, a.log)
+}
+
+// serveControl starts the control socket (status, update-now) until ctx
+// ends.
+func (a *agent) serveControl(ctx context.Context) error {
 	ln, err := control.ListenUnix(rooted(a.root, control.DefaultSocket))
 	if err != nil {
 		return fmt.Errorf("control socket: %w", err)
@@ -140,8 +156,21 @@ func (a *agent) serve(ctx context.Context) error {
 			a.log.Error("control socket stopped", "err", err)
 		}
 	}()
-	if err := a.serveFleetLock(ctx); err != nil {
-		return err
+	return nil
+}
+
+// startingState is what the daemon starts on, for status.
+type startingState struct {
+	What  string
+	Since time.Time
+}
+
+// setStarting says what the daemon waits for before its engine runs; ""
+// once it runs.
+func (a *agent) setStarting(what string) {
+	if what == "" {
+		a.starting.Store(nil)
+		return
 	}
-	return serveMetrics(ctx, a.cfg, a.root, a.metrics, a.log)
+	a.starting.Store(&startingState{What: what, Since: time.Now()})
 }

@@ -32,6 +32,7 @@ func (e doctorWaiting) Error() string {
 func runDoctor(env *cmdEnv, args []string) error {
 	fs := newFlags(env, "doctor")
 	root := fs.String("root", "/", "prefix for every configuration and host path (tests)")
+	asJSON := fs.Bool("json", false, "print a JSON array, one object per check: check, result (ok, FAIL or WAIT), detail")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -62,14 +63,19 @@ func runDoctor(env *cmdEnv, args []string) error {
 		return configError{err}
 	}
 	d.Updates = updateSourceProbe{cfg: cfg, root: *root, client: &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}}, log: log}
-	cli, err := etcdclient.New(etcdClientOptions(cfg, *root))
+	eo := etcdClientOptions(cfg, *root)
+	cli, err := etcdclient.New(eo)
 	if err != nil {
 		d.Etcd = doctor.NoEtcd{Err: err}
 	} else {
 		defer cli.Close()
 		member := etcdmember.New(cli, memberOptions(cfg, log))
 		d.In.MaxLag = member.MaxLag()
-		d.Etcd = doctor.EtcdClient{Cli: cli, Member: member, KeyPrefix: cfg.Lock.KeyPrefix}
+		ec := doctor.EtcdClient{Cli: cli, Member: member, KeyPrefix: cfg.Lock.KeyPrefix}
+		if c, err := eo.Config(); err == nil {
+			ec.TLS = c.TLS // New built it from these: no error here
+		}
+		d.Etcd = ec
 		d.Lock = doctor.EtcdLock{Cli: cli, Prefix: cfg.Lock.KeyPrefix, Group: cfg.Lock.Group, Slots: cfg.Lock.Slots}
 	}
 	if !cfg.Lock.Enabled {
@@ -88,7 +94,11 @@ func runDoctor(env *cmdEnv, args []string) error {
 	d.Backend = func(ctx context.Context) (string, error) { return describeBackend(ctx, cfg, log) }
 	d.Owners = func(ctx context.Context) (string, error) { return describeOwners(ctx, cfg) }
 	rep := d.Run(context.Background())
-	if err := rep.Write(env.stdout); err != nil {
+	write := rep.Write
+	if *asJSON {
+		write = rep.WriteJSON
+	}
+	if err := write(env.stdout); err != nil {
 		return err
 	}
 	if n := rep.Failed(); n > 0 {

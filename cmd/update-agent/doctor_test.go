@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -69,7 +70,7 @@ paths = []
 		t.Errorf("exit %d, want %d with 9 failed checks", code, exitFailure)
 	}
 	for _, want := range []string{
-		"FAIL  etcd           no endpoint accepted a status request: http://127.0.0.1:1: ",
+		"FAIL  etcd           no endpoint accepted a status request: http://127.0.0.1:1: connection refused",
 		"FAIL  local member   not checked: etcd did not answer",
 		"FAIL  rpm-ostree     ",
 		"FAIL  reboot lock    not checked: etcd did not answer",
@@ -78,6 +79,21 @@ paths = []
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor output lacks %q", want)
 		}
+	}
+
+	// --json: the same checks, one object each, and the same exit code.
+	code, out, _ = runIn("doctor", "--json", "--root", broken)
+	var checks []struct{ Check, Result, Detail string }
+	if err := json.Unmarshal([]byte(out), &checks); err != nil || code != exitFailure {
+		t.Fatalf("doctor --json: exit %d, %v:\n%s", code, err, out)
+	}
+	got := map[string]string{}
+	for _, c := range checks {
+		got[c.Check] = c.Result + " " + c.Detail
+	}
+	if !strings.HasPrefix(got["etcd"], "FAIL no endpoint accepted a status request: http://127.0.0.1:1: connection refused") ||
+		!strings.HasPrefix(got["local member"], "FAIL not checked") || !strings.HasPrefix(got["staging disks"], "ok ") {
+		t.Errorf("doctor --json: %q", got)
 	}
 
 	// Auth on (over TLS: a password never goes over plain http): without a

@@ -9,8 +9,10 @@ import (
 
 // examples are each subcommand's examples, printed by -h after its options.
 var examples = map[string][]string{
-	"daemon":       {"systemctl enable --now update-agent    # how the daemon is meant to run", "update-agent daemon --debug            # in the foreground, with debug messages"},
-	"check-config": {"update-agent check-config               # the merged configuration, each value's file"},
+	"daemon": {"systemctl enable --now update-agent    # how the daemon is meant to run", "update-agent daemon --debug            # in the foreground, with debug messages"},
+	"check-config": {"update-agent check-config                # the merged configuration, each value's file",
+		"update-agent check-config ./60-lock.toml # a fragment before it is installed, merged with the installed ones",
+		"update-agent check-config --alone ./60-lock.toml # that fragment over the defaults only"},
 	"doctor": {"update-agent doctor                     # exit 0: ready; 1: a check failed; 3: nothing wrong, reboots held now (WAIT)",
 		"                                        # each line explained: /usr/share/doc/update-agent/docs/operations.md"},
 	"status":          {"update-agent status", "update-agent status --json | jq .state"},
@@ -19,7 +21,7 @@ var examples = map[string][]string{
 	"lock status":     {"update-agent lock status", "update-agent lock status --group control-plane --json"},
 	"lock release":    {"update-agent lock release cp2           # free cp2's slot now", "update-agent lock release --group workers fleetlock:worker-7"},
 	"fleetlock serve": {"update-agent fleetlock serve           # a FleetLock server without the daemon (usually the daemon serves it)"},
-	"version":         {"update-agent version"},
+	"version":         {"update-agent version", "update-agent --version"},
 }
 
 // verbs are the second words of the subcommands that take one.

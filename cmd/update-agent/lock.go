@@ -101,6 +101,11 @@ func printLockStatus(w io.Writer, prefix, group string, groups []lock.GroupStatu
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "group %s: %d of %d slot(s) held, %d waiting\n", g.Group, len(g.Holders), g.Slots, len(g.Waiters))
+		if g.SlotsBy == "" && g.Group != lock.MembersGroup {
+			// Older agents do not record their count: this host's may not
+			// be the group's.
+			fmt.Fprintf(w, "  (slot count not recorded in etcd by the group's agents or FleetLock servers: this host's lock.slots)\n")
+		}
 		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 		for _, h := range g.Holders {
 			fmt.Fprintf(tw, "  holder\t%s\ttarget %s\theld %s\tlease %s left\tboot %s\n",

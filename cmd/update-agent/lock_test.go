@@ -247,3 +247,19 @@ func TestLockStatusShowsSpacing(t *testing.T) {
 		t.Errorf("lock status --json = %s", out)
 	}
 }
+
+// TestPrintLockStatusSlotsSource: a group whose slot count nobody recorded
+// in etcd (agents of an older version) says that this host's lock.slots
+// split its queue.
+func TestPrintLockStatusSlotsSource(t *testing.T) {
+	var b strings.Builder
+	printLockStatus(&b, "/ua", "", []lock.GroupStatus{
+		{Group: "old", Slots: 1},
+		{Group: "workers", Slots: 2, SlotsBy: "fleetlock server"},
+	})
+	out := b.String()
+	old, workers, _ := strings.Cut(out, "group workers")
+	if !strings.Contains(old, "not recorded in etcd") || strings.Contains(workers, "not recorded") {
+		t.Errorf("lock status:\n%s", out)
+	}
+}

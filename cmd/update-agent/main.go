@@ -110,6 +110,9 @@ func exitCode(err error, stderr io.Writer) int {
 }
 
 func run(env *cmdEnv, args []string) error {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		return runVersion(env, args[1:]) // as `update-agent version`
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		printUsage(env.stdout)
 		if len(args) == 0 {

@@ -22,14 +22,18 @@ import (
 // statusReport is what `update-agent status` shows: everything that says
 // why this node has not rebooted yet, on one screen.
 type statusReport struct {
-	Node     string                `json:"node"`
-	Version  string                `json:"version"`
-	Strategy string                `json:"reboot_strategy"`
-	Backend  string                `json:"backend,omitempty"`
-	Engine   engine.Snapshot       `json:"engine"`
-	Lock     *lockReport           `json:"lock,omitempty"`
-	Etcd     *etcdReport           `json:"etcd,omitempty"`
-	Staging  *engine.StagingReport `json:"last_staging,omitempty"`
+	Node     string `json:"node"`
+	Version  string `json:"version"`
+	Strategy string `json:"reboot_strategy"`
+	// Starting is what the daemon waits for before its engine runs
+	// ("waiting for rpm-ostree"); the engine's fields are empty meanwhile.
+	Starting      string                `json:"starting,omitempty"`
+	StartingSince time.Time             `json:"starting_since,omitzero"`
+	Backend       string                `json:"backend,omitempty"`
+	Engine        engine.Snapshot       `json:"engine"`
+	Lock          *lockReport           `json:"lock,omitempty"`
+	Etcd          *etcdReport           `json:"etcd,omitempty"`
+	Staging       *engine.StagingReport `json:"last_staging,omitempty"`
 	// Gates is the reboot gates' last evaluation (while holding a slot).
 	Gates *gatesReport `json:"gates,omitempty"`
 	// Graph is the last update-graph check (updates.source = "graph").
@@ -62,6 +66,10 @@ type etcdReport struct {
 // report gathers the status; etcd is asked live, with a short timeout, so
 // that a slow cluster does not hang `status`.
 func (a *agent) report(ctx context.Context) statusReport {
+	if s := a.starting.Load(); s != nil {
+		return statusReport{Node: a.node, Version: version, Strategy: a.cfg.Reboot.Strategy, Backend: a.backend.Name,
+			Starting: s.What, StartingSince: s.Since}
+	}
 	snap := a.engine.Snapshot()
 	r := statusReport{Node: a.node, Version: version, Strategy: a.cfg.Reboot.Strategy,
 		Engine: snap, Staging: snap.LastStaging, Backend: a.backend.Name}
@@ -149,6 +157,11 @@ func printStatus(w io.Writer, r statusReport, now time.Time) {
 	line := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s:\t%s\n", k, fmt.Sprintf(format, a...)) }
 	st, act := r.Engine.State, r.Engine.Action
 	line("Node", "%s (update-agent %s)", r.Node, r.Version)
+	if r.Starting != "" {
+		line("State", "starting: %s since %s", r.Starting, ago(r.StartingSince, now))
+		tw.Flush()
+		return
+	}
 	line("State", "%s since %s", st.Phase, ago(st.Since, now))
 	switch act.Kind {
 	case engine.ActWait:

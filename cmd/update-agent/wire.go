@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -70,6 +71,8 @@ type agent struct {
 	status   func(string)
 	// gateLog is the reboot gates' last evaluation, for status.
 	gateLog *adapters.GateLog
+	// starting is set while the daemon has not read the OS status yet.
+	starting atomic.Pointer[startingState]
 }
 
 // rooted prefixes an absolute host path with --root (tests, the guest).
