@@ -1,0 +1,78 @@
+package adapters
+
+import (
+	"testing"
+
+	"github.com/update-agent/update-agent/agent/rpmostree"
+	"github.com/update-agent/update-agent/agent/state"
+)
+
+// checkTarget over what `upgrade --check` prints for each kind of origin
+// (agent/rpmostree's ParseCheck fixtures, from upstream).
+func TestCheckTarget(t *testing.T) {
+	const img = "ostree-image-signed:docker://quay.io/example/os:stable"
+	ostree := rpmostree.Deployment{Checksum: "c0", Origin: "fedora:os/stable", Booted: true}
+	layered := rpmostree.Deployment{Checksum: "m0", BaseChecksum: "c0", Origin: "fedora:os/stable", Booted: true}
+	image := rpmostree.Deployment{Checksum: "c0", ContainerImageReference: img, ContainerImageReferenceDigest: "sha256:b", Booted: true}
+	cached := &rpmostree.CachedUpdate{Origin: img, Checksum: "c0", Version: "41.2"}
+	commit := rpmostree.CheckResult{Available: true, Version: "41.2", Commit: "c1"}
+	layers := rpmostree.CheckResult{Available: true, Layers: true}
+	pkgs := rpmostree.CheckResult{Available: true, Diff: "1 upgraded"}
+	for _, c := range []struct {
+		name    string
+		booted  rpmostree.Deployment
+		cached  *rpmostree.CachedUpdate
+		r       rpmostree.CheckResult
+		want    *state.Target
+		wantErr bool
+	}{
+		{"nothing new", ostree, nil, rpmostree.CheckResult{}, nil, false},
+		{"ostree: the new commit", ostree, nil, commit, &state.Target{Checksum: "c1", Version: "41.2"}, false},
+		{"layered, new base: the new base commit", layered, nil, rpmostree.CheckResult{Available: true, Commit: "c1", Diff: "2 upgraded"},
+			&state.Target{Checksum: "c1"}, false},
+		{"layered, packages only: no OS update", layered, nil, pkgs, nil, false},
+		{"container: named by the image, version from cached-update", image, cached, layers, &state.Target{Checksum: img, Version: "41.2"}, false},
+		{"container without cached-update: no version", image, nil, layers, &state.Target{Checksum: img}, false},
+		{"container, cached-update of another origin: no version", image, &rpmostree.CachedUpdate{Origin: "fedora:os/stable", Version: "9"}, layers,
+			&state.Target{Checksum: img}, false},
+		{"container, packages only: no OS update", image, nil, pkgs, nil, false},
+		{"an update that names nothing", ostree, nil, rpmostree.CheckResult{Available: true}, nil, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := &rpmostree.Status{Deployments: []rpmostree.Deployment{c.booted}, CachedUpdate: c.cached}
+			got, err := checkTarget(st, c.r)
+			if (err != nil) != c.wantErr || (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
+				t.Errorf("checkTarget = %+v, %v; want %+v (error %v)", got, err, c.want, c.wantErr)
+			}
+		})
+	}
+}
+
+func TestStagedImage(t *testing.T) {
+	const img = "ostree-unverified-registry:quay.io/example/os:stable"
+	booted := rpmostree.Deployment{Checksum: "c0", ContainerImageReference: img, ContainerImageReferenceDigest: "sha256:b", Booted: true}
+	staged := func(ref, digest string) rpmostree.Deployment {
+		return rpmostree.Deployment{Checksum: "c1", ContainerImageReference: ref, ContainerImageReferenceDigest: digest, Staged: true, Version: "2"}
+	}
+	for _, c := range []struct {
+		name string
+		deps []rpmostree.Deployment
+		want *state.Target
+	}{
+		{"nothing staged", []rpmostree.Deployment{booted}, nil},
+		{"the image's update staged: its digest", []rpmostree.Deployment{staged(img, "sha256:n"), booted}, &state.Target{Checksum: "sha256:n", Version: "2"}},
+		{"another image staged", []rpmostree.Deployment{staged("ostree-unverified-registry:quay.io/example/os:next", "sha256:n"), booted}, nil},
+		{"staged without a digest", []rpmostree.Deployment{staged(img, ""), booted}, nil},
+		{"the booted digest again", []rpmostree.Deployment{staged(img, "sha256:b"), booted}, nil},
+		{"ostree origin", []rpmostree.Deployment{{Checksum: "c1", Origin: "fedora:os/stable", Staged: true}, {Checksum: "c0", Origin: "fedora:os/stable", Booted: true}}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := &rpmostree.Status{Deployments: c.deps}
+			b, _ := st.Booted()
+			got, ok := stagedImage(st, b)
+			if ok != (c.want != nil) || (ok && *got != *c.want) {
+				t.Errorf("stagedImage = %+v, %v; want %+v", got, ok, c.want)
+			}
+		})
+	}
+}
