@@ -1,6 +1,8 @@
 package adapters
 
 import (
+	"context"
+	"strings"
 	"testing"
 
 	"github.com/update-agent/update-agent/agent/rpmostree"
@@ -74,5 +76,37 @@ func TestStagedImage(t *testing.T) {
 				t.Errorf("stagedImage = %+v, %v; want %+v", got, ok, c.want)
 			}
 		})
+	}
+}
+
+// TestOSAdapterContainerOrigin: on a host booted from an image (the
+// stand-in prints upstream's layer diff), the check names the image with
+// the cached update's version, staging upgrades it, and the staged digest
+// is then the target the check answers and Finalize takes.
+func TestOSAdapterContainerOrigin(t *testing.T) {
+	ctx := context.Background()
+	env, os, stager := host(t)
+	img := env.Image("ostree-image-signed:docker://")
+	env.BootImage(img)
+	if tg, err := os.Check(ctx); err != nil || tg != nil {
+		t.Fatalf("check with nothing published: %+v, %v", tg, err)
+	}
+	env.Publish(env.Ref, 1)
+	tg, err := os.Check(ctx)
+	if err != nil || tg == nil || *tg != (state.Target{Checksum: img, Version: "1.1"}) {
+		t.Fatalf("check: %+v, %v; want the image, version 1.1", tg, err)
+	}
+	if err := stager.Stage(ctx, *tg); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Status(ctx)
+	if err != nil || st.Staged == nil || !strings.HasPrefix(st.Staged.Checksum, "sha256:") || st.Staged.Checksum == st.Booted.Checksum {
+		t.Fatalf("status after staging: %+v, %v", st, err)
+	}
+	if tg, err := os.Check(ctx); err != nil || tg == nil || tg.Checksum != st.Staged.Checksum {
+		t.Fatalf("check with the update staged: %+v, %v; want %s", tg, err, st.Staged.Checksum)
+	}
+	if err := os.Finalize(ctx, st.Staged.Checksum); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -34,6 +34,10 @@ const (
 		"           Size: 20.4 MB\n"
 )
 
+// UpstreamCheck are the fixtures by origin, for the stand-in's contract tests.
+var UpstreamCheck = map[string]string{"ostree": checkOstree, "layered-only": checkLayeredOnly,
+	"layered-base": checkLayeredBase, "container": checkContainer}
+
 func TestParseCheck(t *testing.T) {
 	cases := []struct {
 		name, out    string

@@ -53,6 +53,8 @@ type UpdateInfo struct {
 	Checksum  string `json:"checksum"`
 	Version   string `json:"version"`
 	Timestamp uint64 `json:"timestamp"`
+	// Layers is set for a container origin: its update is a layer diff.
+	Layers *ManifestDiff `json:"layers,omitempty"`
 }
 
 // ErrNoDaemon is returned when the socket cannot be reached.
