@@ -152,7 +152,9 @@ func checkTarget(st *rpmostree.Status, r rpmostree.CheckResult) (*state.Target, 
 // stagedImage: on a container origin, a staged deployment of the booted
 // image with another digest is the update (ok false otherwise). The check
 // would describe it by its ostree commit, which is not how the agent names
-// an image's deployment (its digest).
+// an image's deployment (its digest). So an image published after staging
+// is found only after the reboot: unlike an ostree ref's, it does not
+// replace the staged one.
 func stagedImage(st *rpmostree.Status, b rpmostree.Deployment) (*state.Target, bool) {
 	s, ok := st.Staged()
 	if !ok || !b.IsContainer() || s.ContainerImageReference != b.ContainerImageReference || s.Target() == "" || s.Target() == b.Target() {
