@@ -2,6 +2,8 @@ package adapters
 
 import (
 	"context"
+	gofs "os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -108,5 +110,25 @@ func TestOSAdapterContainerOrigin(t *testing.T) {
 	}
 	if err := os.Finalize(ctx, st.Staged.Checksum); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOSAdapterLayeredHost: on a layered host, newer layered packages
+// alone are no OS update (no error either); a new base is, by its commit.
+func TestOSAdapterLayeredHost(t *testing.T) {
+	ctx := context.Background()
+	env, os, _ := host(t)
+	if out, stderr, code := env.CLI("", "standin-layer", "layered-cake=2.1-3"); code != 0 {
+		t.Fatalf("standin-layer: exit %d\n%s%s", code, out, stderr)
+	}
+	if err := gofs.WriteFile(filepath.Join(env.UpdateRepo, "standin-rpmmd.json"), []byte(`{"layered-cake": "2.1-4"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if tg, err := os.Check(ctx); err != nil || tg != nil {
+		t.Fatalf("check with package updates only: %+v, %v; want none", tg, err)
+	}
+	want := env.Publish(env.Ref, 1)
+	if tg, err := os.Check(ctx); err != nil || tg == nil || tg.Checksum != want {
+		t.Fatalf("check with a new base: %+v, %v; want %s", tg, err, want)
 	}
 }

@@ -6,6 +6,8 @@ package rpmostree_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -133,5 +135,46 @@ func TestContainerOrigin(t *testing.T) {
 				t.Errorf("stale cached-update after the reboot: %+v", st.CachedUpdate)
 			}
 		})
+	}
+}
+
+// A layered host: newer layered packages alone show a Diff line without
+// Version nor Commit (an older one is no update), and a new base shows
+// Commit with the Diff; status names the base in base-checksum.
+func TestLayeredHost(t *testing.T) {
+	t.Parallel()
+	e := standintest.New(t, bins)
+	c := client(e, agentUnit)
+	ctx := context.Background()
+	if out, stderr, code := e.CLI("", "standin-layer", "layered-cake=2.1-3"); code != 0 {
+		t.Fatalf("standin-layer: exit %d\n%s%s", code, out, stderr)
+	}
+	e.StopDaemon()
+	e.StartDaemon()
+	b, _ := status(t, c).Booted()
+	if b.BaseChecksum == "" || b.BaseChecksum == b.Checksum || b.Target() != b.BaseChecksum {
+		t.Fatalf("layered booted = %+v", b)
+	}
+	rpmmd := func(evr string) {
+		if err := os.WriteFile(filepath.Join(e.UpdateRepo, "standin-rpmmd.json"), []byte(`{"layered-cake": "`+evr+`"}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rpmmd("2.1-2")
+	if out, code := checkCLI(t, e); code != 77 || out != "No updates available.\n" {
+		t.Errorf("upgrade --check with an older package: exit %d, %q", code, out)
+	}
+	rpmmd("2.1-4")
+	out, code := checkCLI(t, e)
+	if want := checkShape(rpmostree.UpstreamCheck["layered-only"]); code != 0 || !slices.Equal(checkShape(out), want) || out != rpmostree.UpstreamCheck["layered-only"] {
+		t.Errorf("upgrade --check, packages only: exit %d, shape %q, want %q (upstream)\n%s", code, checkShape(out), want, out)
+	}
+	if r, err := c.Check(ctx); err != nil || !r.PackagesOnly() {
+		t.Errorf("Check = %+v, %v; want packages only", r, err)
+	}
+	e.Publish(e.Ref, 1)
+	out, code = checkCLI(t, e)
+	if want := checkShape(rpmostree.UpstreamCheck["layered-base"]); code != 0 || !slices.Equal(checkShape(out), want) {
+		t.Errorf("upgrade --check, new base: exit %d, shape %q, want %q (upstream)\n%s", code, checkShape(out), want, out)
 	}
 }

@@ -92,6 +92,8 @@ func (c *cli) dispatch(args []string) error {
 		return c.startDaemon()
 	case "standin-init":
 		return c.initSysroot(rest)
+	case "standin-layer":
+		return c.layer(rest)
 	case "standin-finalize-staged":
 		return FinalizeStaged(c.cfg, slog.New(slog.NewTextHandler(c.stderr, nil)))
 	}

@@ -82,12 +82,20 @@ func formatCheck(u UpdateInfo) string {
 		kv("  ", "Size", formatSize(m.AddedSize))
 		return b.String()
 	}
-	if u.Version != "" {
-		kv("  ", "Version", fmt.Sprintf("%s (%s)", u.Version, fmtTS(u.Timestamp)))
-	} else {
-		kv("  ", "Timestamp", fmtTS(u.Timestamp))
+	if !u.SameBase {
+		if u.Version != "" {
+			kv("  ", "Version", fmt.Sprintf("%s (%s)", u.Version, fmtTS(u.Timestamp)))
+		} else {
+			kv("  ", "Timestamp", fmtTS(u.Timestamp))
+		}
+		kv("  ", "Commit", u.Checksum)
 	}
-	kv("  ", "Commit", u.Checksum)
+	// The package diff summary (rpmostree_print_diff_advisories), shown
+	// for a layered host (coreos/rpm-ostree
+	// tests/vmcheck/test-autoupdate-check.sh: "Diff: 1 upgraded").
+	if u.Diff != "" {
+		kv("  ", "Diff", u.Diff)
+	}
 	return b.String()
 }
 
@@ -137,7 +145,7 @@ func newCachedCheck(booted Dep, u UpdateInfo) *cachedCheck {
 		c.Version = u.Version
 		return c
 	}
-	c.Checksum, c.Version, c.Timestamp, c.RefHasNewCommit = u.Checksum, u.Version, u.Timestamp, true
+	c.Checksum, c.Version, c.Timestamp, c.RefHasNewCommit = u.Checksum, u.Version, u.Timestamp, !u.SameBase
 	return c
 }
 

@@ -19,10 +19,12 @@ type Dep struct {
 	Origin   string `json:"origin"` // refspec "remote:ref"
 	// Image is the container image reference followed, when the origin
 	// is an image; Origin is then the ref backing it (container.go).
-	Image     string `json:"image,omitempty"`
-	Version   string `json:"version,omitempty"`
-	Timestamp uint64 `json:"timestamp"`
-	Pinned    bool   `json:"pinned,omitempty"`
+	Image string `json:"image,omitempty"`
+	// Layered are the layered packages, name to EVR (layered.go).
+	Layered   map[string]string `json:"layered,omitempty"`
+	Version   string            `json:"version,omitempty"`
+	Timestamp uint64            `json:"timestamp"`
+	Pinned    bool              `json:"pinned,omitempty"`
 }
 
 // ID is rpm-ostree's deployment id: osname-checksum.serial.

@@ -13,13 +13,16 @@ import (
 // "finalization-locked": since rpm-ostree 2024.6 the key is absent even for
 // a locked deployment, and clients must not depend on it.
 type statusDeployment struct {
-	ID        string `json:"id"`
-	OSName    string `json:"osname"`
-	Serial    int    `json:"serial"`
-	Checksum  string `json:"checksum"`
-	Version   string `json:"version,omitempty"`
-	Timestamp uint64 `json:"timestamp"`
-	Origin    string `json:"origin,omitempty"`
+	ID       string `json:"id"`
+	OSName   string `json:"osname"`
+	Serial   int    `json:"serial"`
+	Checksum string `json:"checksum"`
+	// BaseChecksum: a layered deployment's base; Checksum is then its
+	// local merge commit.
+	BaseChecksum string `json:"base-checksum,omitempty"`
+	Version      string `json:"version,omitempty"`
+	Timestamp    uint64 `json:"timestamp"`
+	Origin       string `json:"origin,omitempty"`
 	// A container deployment has these instead of "origin"
 	// (coreos/rpm-ostree src/daemon/rpmostreed-deployment-utils.cxx).
 	ContainerImageReference       string            `json:"container-image-reference,omitempty"`
@@ -63,6 +66,11 @@ func toStatus(d Dep, booted, staged bool) statusDeployment {
 		BaseCommitMeta: meta, Packages: e, RequestedPackages: e, RequestedLocalPackages: e,
 		BaseRemovals: e, BaseLocalReplacements: e, BaseRemoteReplacements: map[string]string{},
 		RequestedBaseRemovals: e, Modules: e, RequestedModules: e, RequestedModulesEnabled: e,
+	}
+	if len(d.Layered) > 0 {
+		names := mapsKeys(d.Layered)
+		s.ID = fmt.Sprintf("%s-%s.%d", d.OSName, layeredChecksum(d), d.Serial)
+		s.Checksum, s.BaseChecksum, s.RequestedPackages, s.Packages = layeredChecksum(d), d.Checksum, names, names
 	}
 	if d.Image != "" {
 		s.Origin, s.ContainerImageReference, s.ContainerImageReferenceDigest = "", d.Image, imageDigest(d.Checksum)

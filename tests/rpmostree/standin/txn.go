@@ -65,14 +65,19 @@ func (d *Daemon) check(ctx context.Context, _ Request, _ func(string, ...any)) (
 	if err != nil {
 		return Event{}, err
 	}
-	if t.csum == deps.Booted.Checksum {
+	var rpmmd map[string]string
+	if _, err := readJSON(rpmmdFile(t.src), &rpmmd); err != nil {
+		return Event{}, err
+	}
+	upgraded, _ := newerPackages(deps.Booted.Layered, rpmmd)
+	if t.csum == deps.Booted.Checksum && upgraded == 0 {
 		return Event{}, d.cfg.saveCachedCheck(nil)
 	}
 	v, ts, err := d.ostree.commitInfo(ctx, t.src, t.csum)
 	if err != nil {
 		return Event{}, err
 	}
-	u := UpdateInfo{Checksum: t.csum, Version: v, Timestamp: ts}
+	u := UpdateInfo{Checksum: t.csum, Version: v, Timestamp: ts, SameBase: t.csum == deps.Booted.Checksum, Diff: diffSummary(upgraded)}
 	if deps.Booted.Image != "" {
 		// One layer per image, its size unknown to the stand-in.
 		u.Layers = &ManifestDiff{Total: 1, NRemoved: 1, NAdded: 1}
@@ -126,7 +131,12 @@ func (d *Daemon) stage(ctx context.Context, req Request, emit func(string, ...an
 	if err != nil {
 		return Event{}, err
 	}
-	if t.csum == cur.Checksum && refspec == cur.Origin && image == cur.Image {
+	var rpmmd map[string]string
+	if _, err := readJSON(rpmmdFile(t.src), &rpmmd); err != nil {
+		return Event{}, err
+	}
+	upgraded, layered := newerPackages(cur.Layered, rpmmd)
+	if t.csum == cur.Checksum && refspec == cur.Origin && image == cur.Image && upgraded == 0 {
 		// The trap this stand-in must keep: nothing changes, so a staged
 		// deployment keeps whatever lock state it had.
 		if req.Verb == "upgrade" {
@@ -163,6 +173,9 @@ func (d *Daemon) stage(ctx context.Context, req Request, emit func(string, ...an
 		return Event{}, err
 	}
 	nd := Dep{OSName: cur.OSName, Checksum: t.csum, Origin: refspec, Image: image, Version: version, Timestamp: ts}
+	if len(layered) > 0 {
+		nd.Layered = layered
+	}
 	if nd, err = d.store.stage(ctx, nd, deps, old, req.LockFinalization); err != nil {
 		return Event{}, err
 	}
