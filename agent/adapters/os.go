@@ -111,33 +111,82 @@ func (o OS) unlocked(ctx context.Context, d rpmostree.Deployment) bool {
 
 // Check asks rpm-ostree for an update.
 func (o OS) Check(ctx context.Context) (*state.Target, error) {
+	st, err := o.Client.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("checking for OS updates: %w", mapBusy(err))
+	}
 	if o.Graph != nil {
-		st, err := o.Client.Status(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("checking for OS updates: %w", mapBusy(err))
-		}
 		return o.Graph.Check(ctx, st)
 	}
 	if o.Image != "" {
-		st, err := o.Client.Status(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("checking for OS updates: %w", err)
-		}
 		if t, ok := rebaseTarget(st, o.Image); ok {
 			return t, nil
 		}
+	}
+	b, _ := st.Booted()
+	if t, ok := stagedImage(st, b); ok {
+		return t, nil
 	}
 	r, err := o.Client.Check(ctx)
 	if err != nil {
 		return nil, mapBusy(err)
 	}
-	if !r.Available {
+	if b.IsContainer() && r.Available {
+		// The check names neither the new image's digest nor its version;
+		// status's cached-update has the version (not the digest).
+		if st, err = o.Client.Status(ctx); err != nil {
+			return nil, fmt.Errorf("checking for OS updates: reading the cached update: %w", mapBusy(err))
+		}
+	}
+	t, err := checkTarget(st, r)
+	if err == nil && t == nil && r.PackagesOnly() && o.Log != nil {
+		o.Log.Info("only layered packages have updates: not an OS update; they come with the next base update", "diff", r.Diff)
+	}
+	return t, err
+}
+
+// checkTarget is the update `upgrade --check` found (r) for the host st
+// describes, nil for none.
+//   - A container origin: the check shows a layer diff, never the new
+//     image's digest (rpm-ostree learns it only by pulling), so the target
+//     is named by the image until staged; staging upgrades the origin and
+//     the engine then adopts the staged digest.
+//   - A layered host whose base did not move (a Diff line, no Commit) has
+//     no update for the agent: its targets are base commits, and a
+//     package-only upgrade stages the booted base again, which the engine
+//     cannot tell from the booted deployment nor needs to reboot the
+//     cluster for; rpm-ostree re-resolves layered packages at every
+//     upgrade, so they come with the next base update.
+//   - Otherwise the Commit is the new base commit.
+func checkTarget(st *rpmostree.Status, r rpmostree.CheckResult) (*state.Target, error) {
+	if !r.Available || r.PackagesOnly() {
 		return nil, nil
 	}
-	if r.Commit == "" {
-		return nil, errors.New("checking for OS updates: rpm-ostree reported an update without its commit or digest")
+	if b, _ := st.Booted(); b.IsContainer() {
+		t := &state.Target{Checksum: b.ContainerImageReference}
+		if c := st.CachedUpdate; c != nil && c.Origin == b.ContainerImageReference {
+			t.Version = c.Version
+		}
+		return t, nil
 	}
-	return &state.Target{Checksum: r.Commit, Version: r.Version}, nil
+	if r.Commit != "" {
+		return &state.Target{Checksum: r.Commit, Version: r.Version}, nil
+	}
+	return nil, errors.New("checking for OS updates: rpm-ostree reported an update without a commit, a layer diff or a package diff")
+}
+
+// stagedImage: on a container origin, a staged deployment of the booted
+// image with another digest is the update (ok false otherwise). The check
+// would describe it by its ostree commit, which is not how the agent names
+// an image's deployment (its digest). So an image published after staging
+// is found only after the reboot: unlike an ostree ref's, it does not
+// replace the staged one.
+func stagedImage(st *rpmostree.Status, b rpmostree.Deployment) (*state.Target, bool) {
+	s, ok := st.Staged()
+	if !ok || !b.IsContainer() || s.ContainerImageReference != b.ContainerImageReference || s.Target() == "" || s.Target() == b.Target() {
+		return nil, false
+	}
+	return &state.Target{Checksum: s.Target(), Version: s.Version}, true
 }
 
 // rebaseTarget answers the check for the image source while the booted

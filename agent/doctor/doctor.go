@@ -181,6 +181,10 @@ type Inputs struct {
 	Scheduler    string // staging.scheduler, "" = leave alone
 	Username     string // etcd.username, "" = the client certificate's name
 	MoveLeader   bool   // leader.move_leader: needs an admin user
+	// Source and Image are updates.source and updates.image: the origin
+	// line says how the rpm-ostree backend follows the booted origin.
+	Source string
+	Image  string
 	// DriverName is the update-driver name the daemon registers with
 	// rpm-ostree: any other registered driver (zincati) fails the check.
 	DriverName string
@@ -273,7 +277,11 @@ func (d Doctor) Run(ctx context.Context) Report {
 	}
 	add("etcd metrics", d.metrics)
 	add("etcd cgroup", d.cgroup)
-	add("rpm-ostree", d.rpmOstree)
+	if add("rpm-ostree", d.rpmOstree) {
+		add("origin", d.origin)
+	} else {
+		r = append(r, Result{Check: "origin", Detail: "not checked: rpm-ostree status unreadable"})
+	}
 	if d.Backend != nil {
 		add("backend", d.Backend)
 	}

@@ -55,7 +55,8 @@ func (f fakeOS) Status(context.Context) (*rpmostree.Status, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	return &rpmostree.Status{Deployments: []rpmostree.Deployment{{Checksum: "abc123", Version: "41.1", Booted: true}},
+	return &rpmostree.Status{Deployments: []rpmostree.Deployment{{Checksum: "abc123", Version: "41.1", Booted: true,
+		Origin: "fedora:fedora/x86_64/coreos/stable"}},
 		UpdateDriver: f.driver}, nil
 }
 
@@ -150,6 +151,7 @@ func TestReport(t *testing.T) {
 			"ok    etcd metrics   http://127.0.0.1:2381/metrics serves etcd_disk_wal_fsync_duration_seconds (7 fsyncs so far)",
 			"ok    etcd cgroup    etcd.local_unit etcd.service runs in /sys/fs/cgroup/system.slice/etcd.service",
 			"ok    rpm-ostree     status readable: booted abc123 (41.1)",
+			"ok    origin         ostree ref fedora:fedora/x86_64/coreos/stable; updates.source = origin: upgrade --check (a new base commit), staged by deploy revision=",
 			"ok    staging disks  /sysroot, /var/lib/etcd on vda: mq-deadline (bfq not offered yet: its module is loaded when staging)",
 			"ok    io control     iocost: yes, used while staging; io.latency: no; vda: qos enable=0 ctrl=auto rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 min=1.00 max=10000.00; model ctrl=auto model=linear rbps=1",
 			"ok    reboot lock    group control-plane: 1 of 1 slot(s) held, 0 waiting; holders cp2",
@@ -203,7 +205,7 @@ func TestReport(t *testing.T) {
 		{"rpm-ostree fails", func(d *Doctor) {
 			d.OS = fakeOS{err: errors.New("rpm-ostree status --json: exit status 1: error: daemon not running")}
 		},
-			[]string{"FAIL  rpm-ostree     rpm-ostree status --json: exit status 1"}},
+			[]string{"FAIL  rpm-ostree     rpm-ostree status --json: exit status 1", "FAIL  origin         not checked: rpm-ostree status unreadable"}},
 		{"our own driver", func(d *Doctor) {
 			d.OS = fakeOS{driver: &rpmostree.UpdateDriver{Name: "update-agent", Unit: "update-agent.service"}}
 		},
@@ -266,7 +268,7 @@ func TestReport(t *testing.T) {
 					t.Errorf("report lacks %q:\n%s", w, out)
 				}
 			}
-			checks := 12
+			checks := 13
 			if d.Backend != nil {
 				checks++
 			}

@@ -1,7 +1,6 @@
 package rpmostree
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -71,16 +70,8 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	return ParseStatus(res.Stdout)
 }
 
-// CheckResult is the outcome of `upgrade --check`.
-type CheckResult struct {
-	Available bool
-	// Version and Commit come from the "AvailableUpdate:" block when shown.
-	Version string
-	Commit  string
-}
-
-// Check runs `rpm-ostree upgrade --check`: exit 77 means no update. It works
-// for ostree and container-image origins alike.
+// Check runs `rpm-ostree upgrade --check`: exit 77 means no update. What an
+// update shows depends on the origin (CheckResult).
 func (c *Client) Check(ctx context.Context) (CheckResult, error) {
 	args := []string{"upgrade", "--check"}
 	if c.BypassDriver {
@@ -96,28 +87,7 @@ func (c *Client) Check(ctx context.Context) (CheckResult, error) {
 	if err != nil {
 		return CheckResult{}, fmt.Errorf("checking for OS updates: %w", err)
 	}
-	return parseAvailableUpdate(res.Stdout), nil
-}
-
-// parseAvailableUpdate reads "AvailableUpdate:" followed by "Key: value"
-// lines ("Version: 39.2024 (2024-01-02T03:04:05Z)", "Commit: abc...").
-func parseAvailableUpdate(out []byte) CheckResult {
-	r := CheckResult{Available: true}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
-		if !ok {
-			continue
-		}
-		v = strings.TrimSpace(v)
-		switch k {
-		case "Version":
-			r.Version, _, _ = strings.Cut(v, " ")
-		case "Commit", "Digest":
-			r.Commit = v
-		}
-	}
-	return r
+	return ParseCheck(res.Stdout), nil
 }
 
 // StageKind is how a target is staged.

@@ -17,6 +17,21 @@ type Status struct {
 	Transaction *Transaction `json:"transaction"`
 	// UpdateDriver is the registered update driver, nil when none.
 	UpdateDriver *UpdateDriver `json:"update-driver"`
+	// CachedUpdate is what the last `upgrade --check` found, nil when
+	// nothing (CachedUpdate).
+	CachedUpdate *CachedUpdate `json:"cached-update"`
+}
+
+// CachedUpdate is status's "cached-update" (the daemon's CachedUpdate
+// property, coreos/rpm-ostree src/daemon/org.projectatomic.rpmostree1.xml).
+// For a container origin Checksum is the booted base commit, not the new
+// image's: the image's version is here, its digest nowhere before staging.
+type CachedUpdate struct {
+	Origin   string `json:"origin"`
+	Checksum string `json:"checksum"`
+	Version  string `json:"version,omitempty"`
+	// RefHasNewCommit: Checksum is a new base commit.
+	RefHasNewCommit bool `json:"ref-has-new-commit"`
 }
 
 // Deployment is one entry of status's "deployments".

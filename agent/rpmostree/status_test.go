@@ -189,9 +189,9 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func TestParseAvailableUpdate(t *testing.T) {
+func TestParseCheckOstree(t *testing.T) {
 	out := "AvailableUpdate:\n        Version: 39.20240210.3.0 (2024-02-10T13:24:18Z)\n         Commit: 6b6fc6a3\n   GPGSignature: Valid signature\n"
-	r := parseAvailableUpdate([]byte(out))
+	r := ParseCheck([]byte(out))
 	if !r.Available || r.Version != "39.20240210.3.0" || r.Commit != "6b6fc6a3" {
 		t.Errorf("got %+v", r)
 	}

@@ -49,6 +49,7 @@ func runDoctor(env *cmdEnv, args []string) error {
 			LocalProcess: cfg.Etcd.LocalProcess,
 			StagingPaths: cfg.Staging.Paths, Scheduler: cfg.Staging.Scheduler, DriverName: driverName,
 			Username: cfg.Etcd.Username, MoveLeader: cfg.Leader.MoveLeader,
+			Source: cfg.Updates.Source, Image: cfg.Updates.Image,
 			StateDir:        rooted(*root, cfg.Agent.StateDir),
 			FleetLockListen: cfg.FleetLock.Listen, FleetLockTLS: cfg.FleetLock.CertFile != "",
 			IOCost: cfg.Staging.IOCost.String(), IOCostModels: iocostOptions(cfg).Models,

@@ -53,6 +53,7 @@ paths = []
 		"ok    etcd metrics   " + m0.ClientURL + "/metrics serves etcd_disk_wal_fsync_duration_seconds",
 		`ok    etcd cgroup    etcd.local_unit = ""`,
 		"ok    rpm-ostree     status readable: booted ",
+		"ok    origin         ostree ref ",
 		"ok    staging disks  staging.paths is empty",
 		"ok    io control     iocost: no (the kernel has no iocost (no io.cost.qos in the root cgroup)); io.latency: unknown", // staging.iocost is opt-in
 		"ok    reboot lock    group default: 0 of 1 slot(s) held, 0 waiting",
@@ -66,13 +67,14 @@ paths = []
 	broken := configRoot(t, map[string]string{"50-test.toml": conf("/nonexistent/rpm-ostree", "http://127.0.0.1:1")})
 	code, out, stderr = runIn("doctor", "--root", broken)
 	t.Logf("doctor, broken:\n%s%s", out, stderr)
-	if code != exitFailure || !strings.Contains(stderr, "doctor: 9 check(s) failed") {
-		t.Errorf("exit %d, want %d with 9 failed checks", code, exitFailure)
+	if code != exitFailure || !strings.Contains(stderr, "doctor: 10 check(s) failed") {
+		t.Errorf("exit %d, want %d with 10 failed checks", code, exitFailure)
 	}
 	for _, want := range []string{
 		"FAIL  etcd           no endpoint accepted a status request: http://127.0.0.1:1: connection refused",
 		"FAIL  local member   not checked: etcd did not answer",
 		"FAIL  rpm-ostree     ",
+		"FAIL  origin         not checked: rpm-ostree status unreadable",
 		"FAIL  reboot lock    not checked: etcd did not answer",
 		"FAIL  reboot gates   holding a reboot: etcd-alarms: cannot list etcd alarms: ",
 	} {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -65,6 +66,18 @@ type bootcHost struct {
 		ReadOnly       bool        `json:"readOnly"`
 	} `json:"status"`
 }
+
+// bootcOutputFormats are the values of --format: OutputFormat's variants
+// under clap's rename_all = "lowercase" (bootc-dev/bootc
+// crates/lib/src/cli.rs): "humanreadable", not "humanReadable".
+var bootcOutputFormats = []string{"humanreadable", "yaml", "json"}
+
+// imageDisplay is how bootc prints the image it upgrades ("{imgref:#}"):
+// an unverified registry image as "docker://NAME" (bootc-dev/bootc
+// crates/lib/src/spec.rs, Display for ImageReference, and
+// crates/ostree-ext/src/container/mod.rs, Display for
+// OstreeImageReference and its test_ostreeimagereference).
+func imageDisplay(refspec string) string { return "docker://" + imageOf(refspec).Image }
 
 // imageDigest is the manifest digest the stand-in gives a commit.
 func imageDigest(csum string) string {
@@ -159,7 +172,7 @@ func (c *bootcCLI) status(args []string) error {
 	if err != nil {
 		return err
 	}
-	if f, ok := p.str("format"); ok && f != "json" && f != "yaml" && f != "humanReadable" {
+	if f, ok := p.str("format"); ok && !slices.Contains(bootcOutputFormats, f) {
 		return clapErr{fmt.Sprintf("invalid value '%s' for '--format <FORMAT>'", f), usage}
 	}
 	if v, ok := p.str("format-version"); ok && v != "0" && v != "1" {

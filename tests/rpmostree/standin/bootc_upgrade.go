@@ -94,7 +94,7 @@ func (c *bootcCLI) upgrade(ctx context.Context, st store, ot ostreeCLI, p parsed
 	if err != nil {
 		return false, fmt.Errorf("Fetching manifest for %s: %w", imageOf(refspec).Image, err)
 	}
-	img := "ostree-unverified-registry:" + imageOf(refspec).Image
+	img := imageDisplay(refspec)
 	if p.has("check") {
 		// bootc's importer answers "already present" for an image whose
 		// layers are in the host's store, staged or not.
@@ -114,6 +114,12 @@ func (c *bootcCLI) upgrade(ctx context.Context, st store, ot ostreeCLI, p parsed
 			fmt.Fprintf(c.stdout, "  Version: %s\n", v)
 		}
 		fmt.Fprintf(c.stdout, "  Digest: %s\n", imageDigest(tip))
+		// ManifestDiff::print (bootc-dev/bootc
+		// crates/ostree-ext/src/container/mod.rs) against the booted
+		// image: one layer per stand-in image, of unknown size.
+		fmt.Fprintf(c.stdout, "Total new layers: %-4d  Size: %s\n", 1, formatSize(0))
+		fmt.Fprintf(c.stdout, "Removed layers:   %-4d  Size: %s\n", 1, formatSize(0))
+		fmt.Fprintf(c.stdout, "Added layers:     %-4d  Size: %s\n", 1, formatSize(0))
 		return false, nil
 	}
 	if err := sleepCtx(ctx, c.cfg.PullDelay); err != nil {

@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/update-agent/update-agent/agent/oplog"
 )
@@ -93,6 +92,8 @@ func (c *cli) dispatch(args []string) error {
 		return c.startDaemon()
 	case "standin-init":
 		return c.initSysroot(rest)
+	case "standin-layer":
+		return c.layer(rest)
 	case "standin-finalize-staged":
 		return FinalizeStaged(c.cfg, slog.New(slog.NewTextHandler(c.stderr, nil)))
 	}
@@ -256,8 +257,7 @@ func (c *cli) upgrade(args []string) error {
 			fmt.Fprintln(c.stdout, "No updates available.")
 			return exitErr(exitUnchanged)
 		}
-		ts := time.Unix(int64(ev.Update.Timestamp), 0).UTC().Format("2006-01-02T15:04:05Z")
-		fmt.Fprintf(c.stdout, "AvailableUpdate:\n        Version: %s (%s)\n         Commit: %s\n", ev.Update.Version, ts, ev.Update.Checksum)
+		fmt.Fprint(c.stdout, formatCheck(*ev.Update))
 		return nil
 	}
 	ev, err := c.call(Request{Verb: "upgrade", LockFinalization: p.has("lock-finalization"), AllowDowngrade: p.has("allow-downgrade")})

@@ -53,6 +53,11 @@ type UpdateInfo struct {
 	Checksum  string `json:"checksum"`
 	Version   string `json:"version"`
 	Timestamp uint64 `json:"timestamp"`
+	// Layers is set for a container origin: its update is a layer diff.
+	Layers *ManifestDiff `json:"layers,omitempty"`
+	// SameBase: no new base commit, only layered packages (Diff).
+	SameBase bool   `json:"same_base,omitempty"`
+	Diff     string `json:"diff,omitempty"`
 }
 
 // ErrNoDaemon is returned when the socket cannot be reached.

@@ -13,13 +13,18 @@ import (
 
 // Dep is one deployment as the stand-in records it.
 type Dep struct {
-	OSName    string `json:"osname"`
-	Checksum  string `json:"checksum"`
-	Serial    int    `json:"serial"`
-	Origin    string `json:"origin"` // refspec "remote:ref"
-	Version   string `json:"version,omitempty"`
-	Timestamp uint64 `json:"timestamp"`
-	Pinned    bool   `json:"pinned,omitempty"`
+	OSName   string `json:"osname"`
+	Checksum string `json:"checksum"`
+	Serial   int    `json:"serial"`
+	Origin   string `json:"origin"` // refspec "remote:ref"
+	// Image is the container image reference followed, when the origin
+	// is an image; Origin is then the ref backing it (container.go).
+	Image string `json:"image,omitempty"`
+	// Layered are the layered packages, name to EVR (layered.go).
+	Layered   map[string]string `json:"layered,omitempty"`
+	Version   string            `json:"version,omitempty"`
+	Timestamp uint64            `json:"timestamp"`
+	Pinned    bool              `json:"pinned,omitempty"`
 }
 
 // ID is rpm-ostree's deployment id: osname-checksum.serial.

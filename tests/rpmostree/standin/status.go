@@ -13,36 +13,43 @@ import (
 // "finalization-locked": since rpm-ostree 2024.6 the key is absent even for
 // a locked deployment, and clients must not depend on it.
 type statusDeployment struct {
-	ID                      string            `json:"id"`
-	OSName                  string            `json:"osname"`
-	Serial                  int               `json:"serial"`
-	Checksum                string            `json:"checksum"`
-	Version                 string            `json:"version,omitempty"`
-	Timestamp               uint64            `json:"timestamp"`
-	Origin                  string            `json:"origin"`
-	Booted                  bool              `json:"booted"`
-	Staged                  bool              `json:"staged"`
-	Pinned                  bool              `json:"pinned"`
-	Unlocked                string            `json:"unlocked"`
-	GPGEnabled              bool              `json:"gpg-enabled"`
-	RegenerateInitramfs     bool              `json:"regenerate-initramfs"`
-	BaseCommitMeta          map[string]any    `json:"base-commit-meta"`
-	Packages                []string          `json:"packages"`
-	RequestedPackages       []string          `json:"requested-packages"`
-	RequestedLocalPackages  []string          `json:"requested-local-packages"`
-	BaseRemovals            []string          `json:"base-removals"`
-	BaseLocalReplacements   []string          `json:"base-local-replacements"`
-	BaseRemoteReplacements  map[string]string `json:"base-remote-replacements"`
-	RequestedBaseRemovals   []string          `json:"requested-base-removals"`
-	Modules                 []string          `json:"modules"`
-	RequestedModules        []string          `json:"requested-modules"`
-	RequestedModulesEnabled []string          `json:"requested-modules-enabled"`
+	ID       string `json:"id"`
+	OSName   string `json:"osname"`
+	Serial   int    `json:"serial"`
+	Checksum string `json:"checksum"`
+	// BaseChecksum: a layered deployment's base; Checksum is then its
+	// local merge commit.
+	BaseChecksum string `json:"base-checksum,omitempty"`
+	Version      string `json:"version,omitempty"`
+	Timestamp    uint64 `json:"timestamp"`
+	Origin       string `json:"origin,omitempty"`
+	// A container deployment has these instead of "origin"
+	// (coreos/rpm-ostree src/daemon/rpmostreed-deployment-utils.cxx).
+	ContainerImageReference       string            `json:"container-image-reference,omitempty"`
+	ContainerImageReferenceDigest string            `json:"container-image-reference-digest,omitempty"`
+	Booted                        bool              `json:"booted"`
+	Staged                        bool              `json:"staged"`
+	Pinned                        bool              `json:"pinned"`
+	Unlocked                      string            `json:"unlocked"`
+	GPGEnabled                    bool              `json:"gpg-enabled"`
+	RegenerateInitramfs           bool              `json:"regenerate-initramfs"`
+	BaseCommitMeta                map[string]any    `json:"base-commit-meta"`
+	Packages                      []string          `json:"packages"`
+	RequestedPackages             []string          `json:"requested-packages"`
+	RequestedLocalPackages        []string          `json:"requested-local-packages"`
+	BaseRemovals                  []string          `json:"base-removals"`
+	BaseLocalReplacements         []string          `json:"base-local-replacements"`
+	BaseRemoteReplacements        map[string]string `json:"base-remote-replacements"`
+	RequestedBaseRemovals         []string          `json:"requested-base-removals"`
+	Modules                       []string          `json:"modules"`
+	RequestedModules              []string          `json:"requested-modules"`
+	RequestedModulesEnabled       []string          `json:"requested-modules-enabled"`
 }
 
 type statusJSON struct {
 	Deployments  []statusDeployment `json:"deployments"`
 	Transaction  []string           `json:"transaction"`
-	CachedUpdate any                `json:"cached-update"`
+	CachedUpdate *cachedCheck       `json:"cached-update"`
 	UpdateDriver *Driver            `json:"update-driver"`
 }
 
@@ -52,7 +59,7 @@ func toStatus(d Dep, booted, staged bool) statusDeployment {
 		meta["version"] = d.Version
 	}
 	e := []string{}
-	return statusDeployment{
+	s := statusDeployment{
 		ID: d.ID(), OSName: d.OSName, Serial: d.Serial, Checksum: d.Checksum,
 		Version: d.Version, Timestamp: d.Timestamp, Origin: d.Origin,
 		Booted: booted, Staged: staged, Pinned: d.Pinned, Unlocked: "none",
@@ -60,6 +67,15 @@ func toStatus(d Dep, booted, staged bool) statusDeployment {
 		BaseRemovals: e, BaseLocalReplacements: e, BaseRemoteReplacements: map[string]string{},
 		RequestedBaseRemovals: e, Modules: e, RequestedModules: e, RequestedModulesEnabled: e,
 	}
+	if len(d.Layered) > 0 {
+		names := mapsKeys(d.Layered)
+		s.ID = fmt.Sprintf("%s-%s.%d", d.OSName, layeredChecksum(d), d.Serial)
+		s.Checksum, s.BaseChecksum, s.RequestedPackages, s.Packages = layeredChecksum(d), d.Checksum, names, names
+	}
+	if d.Image != "" {
+		s.Origin, s.ContainerImageReference, s.ContainerImageReferenceDigest = "", d.Image, imageDigest(d.Checksum)
+	}
+	return s
 }
 
 // status builds `status --json`: staged first, then booted, then rollback.
@@ -72,7 +88,11 @@ func (d *Daemon) status() (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := statusJSON{Deployments: []statusDeployment{}, UpdateDriver: drv}
+	cached, err := d.cfg.loadCachedCheck(deps.Booted)
+	if err != nil {
+		return nil, err
+	}
+	st := statusJSON{Deployments: []statusDeployment{}, UpdateDriver: drv, CachedUpdate: cached}
 	if staged != nil {
 		st.Deployments = append(st.Deployments, toStatus(staged.Deployment, false, true))
 	}
@@ -110,7 +130,14 @@ func FormatStatus(b []byte, onlyBooted bool) (string, error) {
 		if d.Booted {
 			mark = "●"
 		}
-		fmt.Fprintf(&w, "%s %s\n", mark, d.Origin)
+		if d.ContainerImageReference != "" {
+			// The image, then its digest (print_one_deployment,
+			// coreos/rpm-ostree src/app/rpmostree-builtin-status.cxx).
+			fmt.Fprintf(&w, "%s %s\n", mark, d.ContainerImageReference)
+			fmt.Fprintf(&w, "                   Digest: %s\n", d.ContainerImageReferenceDigest)
+		} else {
+			fmt.Fprintf(&w, "%s %s\n", mark, d.Origin)
+		}
 		ts := time.Unix(int64(d.Timestamp), 0).UTC().Format(time.RFC3339)
 		fmt.Fprintf(&w, "                  Version: %s (%s)\n", d.Version, ts)
 		fmt.Fprintf(&w, "                   Commit: %s\n", d.Checksum)

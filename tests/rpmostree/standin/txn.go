@@ -54,7 +54,8 @@ func (d *Daemon) current(ctx context.Context) (Deployments, *Staged, Dep, error)
 }
 
 // check is `upgrade --check`: is the origin's tip a different commit than
-// the booted one? It reads the remote without writing to the host.
+// the booted one? It reads the remote and records what it found as the
+// cached update, as rpm-ostreed does.
 func (d *Daemon) check(ctx context.Context, _ Request, _ func(string, ...any)) (Event, error) {
 	deps, _, err := d.store.load(ctx)
 	if err != nil {
@@ -64,14 +65,24 @@ func (d *Daemon) check(ctx context.Context, _ Request, _ func(string, ...any)) (
 	if err != nil {
 		return Event{}, err
 	}
-	if t.csum == deps.Booted.Checksum {
-		return Event{}, nil
+	var rpmmd map[string]string
+	if _, err := readJSON(rpmmdFile(t.src), &rpmmd); err != nil {
+		return Event{}, err
+	}
+	upgraded, _ := newerPackages(deps.Booted.Layered, rpmmd)
+	if t.csum == deps.Booted.Checksum && upgraded == 0 {
+		return Event{}, d.cfg.saveCachedCheck(nil)
 	}
 	v, ts, err := d.ostree.commitInfo(ctx, t.src, t.csum)
 	if err != nil {
 		return Event{}, err
 	}
-	return Event{Update: &UpdateInfo{Checksum: t.csum, Version: v, Timestamp: ts}}, nil
+	u := UpdateInfo{Checksum: t.csum, Version: v, Timestamp: ts, SameBase: t.csum == deps.Booted.Checksum, Diff: diffSummary(upgraded)}
+	if deps.Booted.Image != "" {
+		// One layer per image, its size unknown to the stand-in.
+		u.Layers = &ManifestDiff{Total: 1, NRemoved: 1, NAdded: 1}
+	}
+	return Event{Update: &u}, d.cfg.saveCachedCheck(newCachedCheck(deps.Booted, u))
 }
 
 // deploy is `deploy REVISION`, possibly registering the update driver.
@@ -99,20 +110,33 @@ func (d *Daemon) stage(ctx context.Context, req Request, emit func(string, ...an
 	if err != nil {
 		return Event{}, err
 	}
-	refspec := cur.Origin
+	refspec, image := cur.Origin, cur.Image
 	if req.Verb == "rebase" {
-		refspec = req.Refspec
-		if !strings.Contains(refspec, ":") {
+		refspec, image = req.Refspec, ""
+		backing, isImage, err := imageBacking(refspec)
+		switch {
+		case err != nil:
+			return Event{}, err
+		case isImage && d.cfg.RealSysroot:
+			return Event{}, errors.New("the stand-in follows container images only in its own records (standin mode)")
+		case isImage:
+			refspec, image = backing, req.Refspec
+		case !strings.Contains(refspec, ":"):
 			remote, _, _ := strings.Cut(cur.Origin, ":")
 			refspec = remote + ":" + refspec
 		}
-		emit("Updating from: %s", refspec)
+		emit("Updating from: %s", req.Refspec)
 	}
 	t, err := d.resolve(ctx, refspec, req.Revision)
 	if err != nil {
 		return Event{}, err
 	}
-	if t.csum == cur.Checksum && refspec == cur.Origin {
+	var rpmmd map[string]string
+	if _, err := readJSON(rpmmdFile(t.src), &rpmmd); err != nil {
+		return Event{}, err
+	}
+	upgraded, layered := newerPackages(cur.Layered, rpmmd)
+	if t.csum == cur.Checksum && refspec == cur.Origin && image == cur.Image && upgraded == 0 {
 		// The trap this stand-in must keep: nothing changes, so a staged
 		// deployment keeps whatever lock state it had.
 		if req.Verb == "upgrade" {
@@ -148,7 +172,10 @@ func (d *Daemon) stage(ctx context.Context, req Request, emit func(string, ...an
 	if err := ctx.Err(); err != nil {
 		return Event{}, err
 	}
-	nd := Dep{OSName: cur.OSName, Checksum: t.csum, Origin: refspec, Version: version, Timestamp: ts}
+	nd := Dep{OSName: cur.OSName, Checksum: t.csum, Origin: refspec, Image: image, Version: version, Timestamp: ts}
+	if len(layered) > 0 {
+		nd.Layered = layered
+	}
 	if nd, err = d.store.stage(ctx, nd, deps, old, req.LockFinalization); err != nil {
 		return Event{}, err
 	}
@@ -171,6 +198,12 @@ func (d *Daemon) finalize(ctx context.Context, req Request, _ func(string, ...an
 		return Event{}, errors.New("No pending staged deployment found")
 	}
 	sum := staged.Deployment.Checksum
+	if staged.Deployment.Image != "" {
+		// A container deployment is named by its image digest
+		// (coreos/rpm-ostree src/daemon/rpmostreed-transaction-types.cxx,
+		// finalize_deployment_transaction_execute).
+		sum = imageDigest(sum)
+	}
 	if !req.AllowMissing && req.Checksum == "" {
 		return Event{}, errors.New("Missing expected checksum")
 	}

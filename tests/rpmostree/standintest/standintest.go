@@ -343,3 +343,18 @@ func WaitFor(ctx context.Context, cond func() bool) bool {
 		}
 	}
 }
+
+// Image is the container image reference, with signature prefix sig
+// ("ostree-unverified-registry:"), that the stand-in backs with the
+// host's ref (tests/rpmostree/standin/container.go).
+func (e *Env) Image(sig string) string { return sig + e.Remote + "/" + e.Ref }
+
+// BootImage rebases the host to image and reboots into it: a host booted
+// from a container image.
+func (e *Env) BootImage(image string) {
+	e.t.Helper()
+	if out, stderr, code := e.CLI("", "rebase", image); code != 0 {
+		e.t.Fatalf("rebase %s: exit %d\n%s%s", image, code, out, stderr)
+	}
+	e.PlannedReboot()
+}

@@ -1,0 +1,86 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/update-agent/update-agent/agent/rpmostree"
+)
+
+// origin is the "origin" line: what the booted deployment follows and how
+// the rpm-ostree backend finds and stages its updates.
+func (d Doctor) origin(ctx context.Context) (string, error) {
+	st, err := d.OS.Status(ctx)
+	if err != nil {
+		return "", err
+	}
+	b, ok := st.Booted()
+	if !ok {
+		return "", fmt.Errorf("rpm-ostree status lists no booted deployment")
+	}
+	return describeOrigin(b, d.In.Source, d.In.Image), nil
+}
+
+// imageSignatures are the ways an image reference says how it is verified
+// (ostree-ext's SignatureSource, bootc-dev/bootc
+// crates/ostree-ext/src/container/mod.rs).
+var imageSignatures = []struct{ prefix, says string }{
+	{"ostree-image-signed:", "signed: checked against the containers signature policy"},
+	{"ostree-remote-image:", "signed: checked with an ostree remote's keys"},
+	{"ostree-remote-registry:", "signed: checked with an ostree remote's keys"},
+	{"ostree-unverified-image:", "unverified: no signature check"},
+	{"ostree-unverified-registry:", "unverified: no signature check"},
+}
+
+// imageSignature says how ref is verified ("" for an unknown form).
+func imageSignature(ref string) string {
+	for _, s := range imageSignatures {
+		if strings.HasPrefix(ref, s.prefix) {
+			return s.says
+		}
+	}
+	return ""
+}
+
+// describeOrigin says what booted follows and, for updates.source (source,
+// image), how the rpm-ostree backend finds and stages its updates. The
+// words matter where rpm-ostree differs per origin: `upgrade --check`
+// shows a container origin's update as a layer diff without its digest.
+func describeOrigin(b rpmostree.Deployment, source, image string) string {
+	var what string
+	switch {
+	case b.IsContainer():
+		what = "container image " + b.ContainerImageReference
+		if s := imageSignature(b.ContainerImageReference); s != "" {
+			what += " (" + s + ")"
+		}
+		if b.ContainerImageReferenceDigest != "" {
+			what += ", digest " + b.ContainerImageReferenceDigest
+		}
+	case b.BaseChecksum != "":
+		what = "ostree ref " + b.Origin + " with layered packages"
+	default:
+		what = "ostree ref " + b.Origin
+	}
+	var how string
+	switch {
+	case source == "graph":
+		how = "the update graph chooses the release, staged exactly (deploy)"
+	case source == "image" && b.ContainerImageReference != image:
+		how = "rebase to updates.image " + image
+		if s := imageSignature(image); s != "" {
+			how += " (" + s + ")"
+		}
+	case b.IsContainer():
+		how = "upgrade --check (a layer diff: the target is named by the image until staged), staged by upgrade"
+	case b.BaseChecksum != "":
+		how = "upgrade --check (a new base commit; layered package updates alone are not an update), staged by deploy revision="
+	default:
+		how = "upgrade --check (a new base commit), staged by deploy revision="
+	}
+	if source == "" {
+		source = "origin"
+	}
+	return fmt.Sprintf("%s; updates.source = %s: %s", what, source, how)
+}
