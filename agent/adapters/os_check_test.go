@@ -14,7 +14,7 @@ import (
 // checkTarget over what `upgrade --check` prints for each kind of origin
 // (agent/rpmostree's ParseCheck fixtures, from upstream).
 func TestCheckTarget(t *testing.T) {
-	const img = "ostree-image-signed:docker://quay.io/example/os:stable"
+	const img = "ostree-image-signed:docker://registry.example/example/os:stable"
 	ostree := rpmostree.Deployment{Checksum: "c0", Origin: "fedora:os/stable", Booted: true}
 	layered := rpmostree.Deployment{Checksum: "m0", BaseChecksum: "c0", Origin: "fedora:os/stable", Booted: true}
 	image := rpmostree.Deployment{Checksum: "c0", ContainerImageReference: img, ContainerImageReferenceDigest: "sha256:b", Booted: true}
@@ -53,7 +53,7 @@ func TestCheckTarget(t *testing.T) {
 }
 
 func TestStagedImage(t *testing.T) {
-	const img = "ostree-unverified-registry:quay.io/example/os:stable"
+	const img = "ostree-unverified-registry:registry.example/example/os:stable"
 	booted := rpmostree.Deployment{Checksum: "c0", ContainerImageReference: img, ContainerImageReferenceDigest: "sha256:b", Booted: true}
 	staged := func(ref, digest string) rpmostree.Deployment {
 		return rpmostree.Deployment{Checksum: "c1", ContainerImageReference: ref, ContainerImageReferenceDigest: digest, Staged: true, Version: "2"}
@@ -65,7 +65,7 @@ func TestStagedImage(t *testing.T) {
 	}{
 		{"nothing staged", []rpmostree.Deployment{booted}, nil},
 		{"the image's update staged: its digest", []rpmostree.Deployment{staged(img, "sha256:n"), booted}, &state.Target{Checksum: "sha256:n", Version: "2"}},
-		{"another image staged", []rpmostree.Deployment{staged("ostree-unverified-registry:quay.io/example/os:next", "sha256:n"), booted}, nil},
+		{"another image staged", []rpmostree.Deployment{staged("ostree-unverified-registry:registry.example/example/os:next", "sha256:n"), booted}, nil},
 		{"staged without a digest", []rpmostree.Deployment{staged(img, ""), booted}, nil},
 		{"the booted digest again", []rpmostree.Deployment{staged(img, "sha256:b"), booted}, nil},
 		{"ostree origin", []rpmostree.Deployment{{Checksum: "c1", Origin: "fedora:os/stable", Staged: true}, {Checksum: "c0", Origin: "fedora:os/stable", Booted: true}}, nil},

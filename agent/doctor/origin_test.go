@@ -8,8 +8,8 @@ import (
 
 func TestDescribeOrigin(t *testing.T) {
 	const (
-		signed   = "ostree-image-signed:docker://quay.io/example/os:stable"
-		unsigned = "ostree-unverified-registry:quay.io/example/os:stable"
+		signed   = "ostree-image-signed:docker://registry.example/example/os:stable"
+		unsigned = "ostree-unverified-registry:registry.example/example/os:stable"
 	)
 	ostree := rpmostree.Deployment{Checksum: "c0", Origin: "fedora:fedora/x86_64/coreos/stable", Booted: true}
 	layered := rpmostree.Deployment{Checksum: "m0", BaseChecksum: "c0", Origin: "fedora:fedora/x86_64/coreos/stable", Booted: true}
