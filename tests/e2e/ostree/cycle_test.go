@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -150,6 +151,10 @@ func TestOstreeAgentCycle(t *testing.T) {
 	// discards the deployment, then stages it locked once more.
 	waitStaged(t, ctx, g, target, 20*time.Minute)
 	phase("the agent staged " + target + " again")
+	// Once the agent itself counts it staged: removed while its staging
+	// returns, it is a staging that did not lock (discarded too, but as a
+	// failed attempt).
+	waitPhase(t, ctx, g, 5*time.Minute, "staged", "waiting_slot", "holding_slot")
 	g.MustRun(t, "rm /run/ostree/staged-deployment-locked")
 	waitJournal(t, ctx, g, "was unlocked outside the agent", 10*time.Minute)
 	waitStaged(t, ctx, g, target, 20*time.Minute)
@@ -295,4 +300,20 @@ func tailLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// waitPhase waits until the agent's status shows one of phases.
+func waitPhase(t *testing.T, ctx context.Context, g *guest.Guest, limit time.Duration, phases ...string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		out, _, _, _ := g.Run(ctx, "update-agent status --json | jq -r .engine.state.phase")
+		if slices.Contains(phases, strings.TrimSpace(out)) {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("the agent is %q after %s, want one of %v", strings.TrimSpace(out), limit, phases)
+		}
+		time.Sleep(3 * time.Second)
+	}
 }
