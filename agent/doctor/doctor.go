@@ -366,14 +366,23 @@ func (d Doctor) cgroup(ctx context.Context) (string, error) {
 	return fmt.Sprintf("etcd.local_unit %s runs in %s", d.In.LocalUnit, p), nil
 }
 
-func (d Doctor) rpmOstree(ctx context.Context) (string, error) {
+// booted reads rpm-ostree's status and its booted deployment.
+func (d Doctor) booted(ctx context.Context) (*rpmostree.Status, rpmostree.Deployment, error) {
 	st, err := d.OS.Status(ctx)
 	if err != nil {
-		return "", err
+		return nil, rpmostree.Deployment{}, err
 	}
 	b, ok := st.Booted()
 	if !ok {
-		return "", fmt.Errorf("rpm-ostree status lists no booted deployment")
+		return nil, rpmostree.Deployment{}, fmt.Errorf("rpm-ostree status lists no booted deployment")
+	}
+	return st, b, nil
+}
+
+func (d Doctor) rpmOstree(ctx context.Context) (string, error) {
+	st, b, err := d.booted(ctx)
+	if err != nil {
+		return "", err
 	}
 	s := fmt.Sprintf("status readable: booted %s", b.Checksum)
 	if b.Version != "" {

@@ -11,13 +11,9 @@ import (
 // origin is the "origin" line: what the booted deployment follows and how
 // the rpm-ostree backend finds and stages its updates.
 func (d Doctor) origin(ctx context.Context) (string, error) {
-	st, err := d.OS.Status(ctx)
+	_, b, err := d.booted(ctx)
 	if err != nil {
 		return "", err
-	}
-	b, ok := st.Booted()
-	if !ok {
-		return "", fmt.Errorf("rpm-ostree status lists no booted deployment")
 	}
 	return describeOrigin(b, d.In.Source, d.In.Image), nil
 }
