@@ -24,6 +24,10 @@ var BootcUnits = []string{"bootc-fetch-apply-updates.timer", "bootc-fetch-apply-
 // schedule. Like another update driver, restarting does not change that.
 var ErrForeignUpdater = errors.New("another updater can reboot this host")
 
+// ErrUnreadable: systemd did not say what state the units are in (no
+// systemd on the bus); the caller cannot tell, and tries again.
+var ErrUnreadable = errors.New("cannot read the units' state")
+
 // Live reports whether u can run: enabled (in any form but masked,
 // disabled or static-without-trigger) or active now.
 func Live(u systemd.UnitFile) bool {
@@ -111,7 +115,7 @@ func Read(ctx context.Context, c Units) ([]systemd.UnitFile, error) {
 func Fence(ctx context.Context, c Units, consent bool) (Verdict, error) {
 	us, err := Read(ctx, c)
 	if err != nil {
-		return Verdict{}, fmt.Errorf("reading bootc's updater units: %w", err)
+		return Verdict{}, fmt.Errorf("reading bootc's updater units: %w: %w", ErrUnreadable, err)
 	}
 	v := Decide(us, consent)
 	if v.Mask {

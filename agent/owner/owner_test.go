@@ -126,3 +126,18 @@ func TestDescribe(t *testing.T) {
 		t.Errorf("absent: %q, %v", s, err)
 	}
 }
+
+type brokenUnits struct{ fakeUnits }
+
+func (*brokenUnits) UnitFile(context.Context, string) (systemd.UnitFile, error) {
+	return systemd.UnitFile{}, errors.New("org.freedesktop.DBus.Error.ServiceUnknown")
+}
+
+// TestFenceUnreadable: a bus without systemd is "cannot tell" (the daemon
+// tries again), never a refusal nor a pass.
+func TestFenceUnreadable(t *testing.T) {
+	v, err := Fence(context.Background(), &brokenUnits{}, true)
+	if !errors.Is(err, ErrUnreadable) || errors.Is(err, ErrForeignUpdater) || v.Mask {
+		t.Fatalf("unreadable units: %+v, %v; want ErrUnreadable", v, err)
+	}
+}

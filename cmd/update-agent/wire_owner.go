@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -14,19 +15,29 @@ import (
 // admin may enable or unmask it while the agent runs.
 const ownerRecheck = time.Minute
 
+// ownerStartTimeout bounds the look at start, well inside systemd's start
+// timeout.
+const ownerStartTimeout = 15 * time.Second
+
 // fenceOwners refuses to run while bootc's own updater can reboot the host
 // (owner.ErrForeignUpdater: exit 79), or masks it with the operator's
 // consent (updates.mask_bootc_timer). Without systemd's bus it cannot
 // tell and says so; watchOwners keeps trying (nothing stages without the
 // bus either: the staging unit is systemd's).
 func (a *agent) fenceOwners(ctx context.Context) error {
+	// Bounded: READY must not wait on a bus that does not answer.
+	ctx, cancel := context.WithTimeout(ctx, ownerStartTimeout)
+	defer cancel()
 	conn, err := systemd.Dial(ctx)
-	if err != nil {
-		a.log.Warn("cannot look at bootc's updater yet; trying again every minute", "err", err)
-		return nil
+	if err == nil {
+		defer conn.Close()
+		err = a.fenceWith(ctx, conn)
+		if !errors.Is(err, owner.ErrUnreadable) && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
 	}
-	defer conn.Close()
-	return a.fenceWith(ctx, conn)
+	a.log.Warn("cannot look at bootc's updater yet; trying again every minute", "err", err)
+	return nil
 }
 
 func (a *agent) fenceWith(ctx context.Context, u owner.Units) error {
