@@ -104,10 +104,7 @@ paths = []
 [guard]
 enabled = false
 `})
-	fakeProc(t, root, "sshd", "") // a worker, whatever runs beside the test
-	bootFile := filepath.Join(root, state.BootIDPath)
-	os.MkdirAll(filepath.Dir(bootFile), 0o755)
-	os.WriteFile(bootFile, []byte("boot-1\n"), 0o644)
+	workerHost(t, root)
 	notify := listenNotify(t, env.Dir)
 
 	done := make(chan error, 1)
@@ -202,5 +199,19 @@ func TestDaemonRefusesAnotherDriver(t *testing.T) {
 	if code != exitForeignDriver || !strings.Contains(stderr, "driven by zincati (zincati.service)") ||
 		!strings.Contains(stderr, "systemctl mask --now zincati.service") {
 		t.Errorf("exit %d: %s", code, stderr)
+	}
+}
+
+// workerHost makes root a worker's host for the daemon: a /proc with no
+// etcd beside the test, whatever runs on this machine, and a boot ID.
+func workerHost(t *testing.T, root string) {
+	t.Helper()
+	fakeProc(t, root, "sshd", "")
+	bootFile := filepath.Join(root, state.BootIDPath)
+	if err := os.MkdirAll(filepath.Dir(bootFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bootFile, []byte("boot-1\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/update-agent/update-agent/agent/state"
 	"github.com/update-agent/update-agent/tests/testlog"
 )
 
@@ -37,10 +36,7 @@ paths = []
 [guard]
 enabled = false
 `})
-	fakeProc(t, root, "sshd", "")
-	bootFile := filepath.Join(root, state.BootIDPath)
-	os.MkdirAll(filepath.Dir(bootFile), 0o755)
-	os.WriteFile(bootFile, []byte("boot-1\n"), 0o644)
+	workerHost(t, root)
 	listenNotify(t, dir)
 
 	done := make(chan error, 1)
