@@ -109,15 +109,15 @@ type Staging struct {
 	// own limits it held etcd's WAL fsync p99 at x1.26 alone on a small
 	// ext4 disk where the rate loop sat at x3.96, x1.03 against x1.61 on
 	// a fast XFS disk, and was never worse than the loop (make bench), at
-	// 3.4-5.7x naive's staging time. Without a model the rate loop paces:
-	// the kernel's auto model (true) was no better than it. A kernel
-	// without iocost falls back to the rate loop too.
+	// 3.4-5.7x naive's staging time. Without a model the rate loop paces;
+	// true learns the model of a disk without one (agent/iocost/learn.go).
+	// A kernel without iocost falls back to the rate loop too.
 	IOCost IOCostMode `toml:"iocost"`
 	// IOCostModels are operator-given cost models, one a disk: its kernel
 	// name then the linear model's six parameters ("vda rbps=20000000
 	// rseqiops=500 rrandiops=500 wbps=20000000 wseqiops=500
-	// wrandiops=500"). A disk without one keeps the model in force (the
-	// kernel's auto model).
+	// wrandiops=500"). A disk without one learns its own under iocost =
+	// true.
 	IOCostModels []string `toml:"iocost_models"`
 	// IOCostLatencyTarget is the device completion latency held at
 	// IOCostPercentile; 0 derives it from etcd's WAL fsync p99 before the

@@ -228,7 +228,7 @@ func tomlTypeName(v any) string {
 }
 
 // IOCostMode is staging.iocost: true (iocost on every staging disk, the
-// kernel's auto model where iocost_models gives none), false, or
+// model learned on the disk where iocost_models gives none), false, or
 // "with-model" (only on the disks iocost_models gives a model for; the
 // write rate loop where it names none).
 type IOCostMode uint8

@@ -22,6 +22,9 @@ type Controller struct {
 	SysRoot    string
 	// StateFile records the originals before anything is changed.
 	StateFile string
+	// LearnedFile keeps the models learned on the disks (learn.go); ""
+	// learns nothing across windows.
+	LearnedFile string
 	// BootIDPath is where the current boot's ID is read ("": the
 	// kernel's). A record of an earlier boot is dropped: the reboot reset
 	// the controller.
@@ -108,16 +111,26 @@ func (c Controller) InForce(disk string) (qos, model string, err error) {
 	return Lines(string(q))[dev], Lines(string(m))[dev], nil
 }
 
-// Apply sets the model (where models has the disk; otherwise the model in
-// force stays, the kernel's auto one unless someone set one) and qos on
-// each disk, recording the lines in force first. Lines recorded by an
-// earlier run that crashed are kept: they are the true originals.
-func (c Controller) Apply(disks []string, qos QoS, models map[string]Model) error {
+// DiskPlan is what a window puts on one disk.
+type DiskPlan struct {
+	Disk string
+	QoS  QoS
+	// Model is written when set; nil keeps the model in force.
+	Model  *Model
+	Source Source
+}
+
+// Apply sets each plan's model and QoS, recording the lines in force
+// first. Lines recorded by an earlier run that crashed are kept: they are
+// the true originals.
+func (c Controller) Apply(plans []DiskPlan) error {
 	if err := c.Available(); err != nil {
 		return err
 	}
-	if err := qos.Validate(); err != nil {
-		return fmt.Errorf("iocost QoS: %w", err)
+	for _, p := range plans {
+		if err := p.QoS.Validate(); err != nil {
+			return fmt.Errorf("iocost QoS for %s: %w", p.Disk, err)
+		}
 	}
 	rec, err := c.loadCurrent()
 	if err != nil {
@@ -127,40 +140,40 @@ func (c Controller) Apply(disks []string, qos QoS, models map[string]Model) erro
 	for _, d := range rec.Disks {
 		recorded[d.Disk] = true
 	}
-	devs := make([]string, len(disks))
-	for i, d := range disks {
-		if devs[i], err = c.Dev(d); err != nil {
+	devs := make([]string, len(plans))
+	for i, p := range plans {
+		if devs[i], err = c.Dev(p.Disk); err != nil {
 			return err
 		}
-		if recorded[d] {
+		if recorded[p.Disk] {
 			continue
 		}
-		q, m, err := c.InForce(d)
+		q, m, err := c.InForce(p.Disk)
 		if err != nil {
 			return err
 		}
-		rec.Disks = append(rec.Disks, DiskRecord{Disk: d, Dev: devs[i], QoS: q, Model: m})
+		rec.Disks = append(rec.Disks, DiskRecord{Disk: p.Disk, Dev: devs[i], QoS: q, Model: m})
 	}
 	if err := c.save(rec); err != nil {
 		return err
 	}
-	for i, d := range disks {
+	for i, p := range plans {
 		source := "the model in force (the kernel's auto model unless set outside the agent)"
-		if m, ok := models[d]; ok {
-			if err := c.write(c.modelFile(), m.Line(devs[i])); err != nil {
+		if p.Model != nil {
+			if err := c.write(c.modelFile(), p.Model.Line(devs[i])); err != nil {
 				return err
 			}
-			source = "configured (staging.iocost_models)"
+			source = p.Source.String()
 		}
-		_, model, err := c.InForce(d)
+		_, model, err := c.InForce(p.Disk)
 		if err != nil {
 			return err
 		}
-		if err := c.write(c.qosFile(), qos.Line(devs[i])); err != nil {
+		if err := c.write(c.qosFile(), p.QoS.Line(devs[i])); err != nil {
 			return err
 		}
-		c.log().Info("iocost on for the staging window", "disk", d, "dev", devs[i], "model_source", source,
-			"io_cost_model", model, "io_cost_qos", qos.Line(devs[i]))
+		c.log().Info("iocost on for the staging window", "disk", p.Disk, "dev", devs[i], "model_source", source,
+			"io_cost_model", model, "io_cost_qos", p.QoS.Line(devs[i]))
 	}
 	return nil
 }

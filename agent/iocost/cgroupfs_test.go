@@ -51,6 +51,20 @@ func read(t *testing.T, p string) string {
 	return string(b)
 }
 
+// plansFor is one plan a disk: the same QoS, the model where models has
+// one (the operator's), else the model in force.
+func plansFor(disks []string, q QoS, models map[string]Model) []DiskPlan {
+	var out []DiskPlan
+	for _, d := range disks {
+		p := DiskPlan{Disk: d, QoS: q}
+		if m, ok := models[d]; ok {
+			p.Model, p.Source = &m, Configured
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 var window = QoS{Enable: true, User: true, RPct: 95, RLat: 20000, WPct: 95, WLat: 20000, Min: 5, Max: 150}
 
 func TestApplyThenRestore(t *testing.T) {
@@ -80,7 +94,7 @@ func TestApplyThenRestore(t *testing.T) {
 			f := newFake(t, c.qos, c.model)
 			var journal bytes.Buffer
 			f.c.Log = slog.New(slog.NewTextHandler(&journal, nil))
-			if err := f.c.Apply([]string{"vda"}, window, c.models); err != nil {
+			if err := f.c.Apply(plansFor([]string{"vda"}, window, c.models)); err != nil {
 				t.Fatal(err)
 			}
 			// The journal names the model's source, by its config key.
@@ -102,7 +116,7 @@ func TestApplyThenRestore(t *testing.T) {
 			}
 			// A second Apply (a restart that stages again before
 			// restoring) must not record the window's lines as originals.
-			if err := f.c.Apply([]string{"vda"}, window, c.models); err != nil {
+			if err := f.c.Apply(plansFor([]string{"vda"}, window, c.models)); err != nil {
 				t.Fatal(err)
 			}
 			// A new Controller: the record alone carries the originals,
@@ -129,7 +143,7 @@ func TestUnavailable(t *testing.T) {
 	if err := f.c.Available(); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Available = %v, want ErrUnavailable", err)
 	}
-	if err := f.c.Apply([]string{"vda"}, window, nil); !errors.Is(err, ErrUnavailable) {
+	if err := f.c.Apply(plansFor([]string{"vda"}, window, nil)); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Apply = %v, want ErrUnavailable", err)
 	}
 	if _, err := os.Stat(f.c.StateFile); !errors.Is(err, os.ErrNotExist) {
@@ -145,7 +159,7 @@ func TestUnavailable(t *testing.T) {
 // (perhaps an operator's) must stay.
 func TestRestoreEarlierBoot(t *testing.T) {
 	f := newFake(t, "", "")
-	if err := f.c.Apply([]string{"vda"}, window, nil); err != nil {
+	if err := f.c.Apply(plansFor([]string{"vda"}, window, nil)); err != nil {
 		t.Fatal(err)
 	}
 	mustWrite(t, f.boot, "boot-2\n")
@@ -164,7 +178,7 @@ func TestRestoreEarlierBoot(t *testing.T) {
 // TestRestoreDiskGone: a disk that is gone is skipped; the record goes.
 func TestRestoreDiskGone(t *testing.T) {
 	f := newFake(t, "", "")
-	if err := f.c.Apply([]string{"vda"}, window, nil); err != nil {
+	if err := f.c.Apply(plansFor([]string{"vda"}, window, nil)); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.RemoveAll(filepath.Join(f.c.SysRoot, "block", "vda")); err != nil {
@@ -182,7 +196,7 @@ func TestRestoreDiskGone(t *testing.T) {
 // record for the next try.
 func TestRestoreFailureKeepsRecord(t *testing.T) {
 	f := newFake(t, "", "")
-	if err := f.c.Apply([]string{"vda"}, window, nil); err != nil {
+	if err := f.c.Apply(plansFor([]string{"vda"}, window, nil)); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(f.c.modelFile()); err != nil {

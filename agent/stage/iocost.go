@@ -31,8 +31,14 @@ type IOCostOptions struct {
 // IOCost is the controller's edge (iocost.Controller).
 type IOCost interface {
 	Available() error
-	Apply(disks []string, q iocost.QoS, models map[string]iocost.Model) error
+	Apply(plans []iocost.DiskPlan) error
 	Restore() error
+	// DiskID, Vrate and the learned set are for learning the model of a
+	// disk nobody gave one for (agent/iocost/learn.go).
+	DiskID(disk string) (string, error)
+	Vrate(disk string) (float64, error)
+	LoadLearned() (iocost.LearnedSet, error)
+	SaveLearned(iocost.LearnedSet) error
 }
 
 func (o Options) iocostController() iocost.Controller {
@@ -41,7 +47,7 @@ func (o Options) iocostController() iocost.Controller {
 		sys = "/sys"
 	}
 	return iocost.Controller{CgroupRoot: filepath.Join(sys, "fs/cgroup"), SysRoot: o.SysRoot,
-		StateFile: filepath.Join(o.StateDir, "iocost.json"), BootIDPath: o.BootIDPath, Log: o.Log}
+		StateFile: filepath.Join(o.StateDir, "iocost.json"), LearnedFile: filepath.Join(o.StateDir, "iocost-learned.json"), BootIDPath: o.BootIDPath, Log: o.Log}
 }
 
 // iocostDisks are the window's disks iocost goes on: configured, a model
@@ -80,10 +86,13 @@ func (s *Stager) iocostDisks(disks []string) []string {
 }
 
 // iocostWindow is iocost for one window: its disks, and the guard's
-// baseline its QoS is derived from (nil: none known).
+// baseline its QoS is derived from (nil: none known); plans are what
+// applyIOCost put on each disk, with the disk's ID where it learns.
 type iocostWindow struct {
 	disks []string
 	base  guard.Baseline
+	plans []iocost.DiskPlan
+	ids   map[string]string
 }
 
 // walFsyncP99 is etcd's WAL fsync p99 in the guard's baseline, 0 when
@@ -101,17 +110,18 @@ func walFsyncP99(b guard.Baseline) time.Duration {
 // controller keeping its own record of the lines it replaces) and gives
 // etcd's unit its high weight. The stager's and daemon's low weight is
 // in their policy.
-func (s *Stager) applyIOCost(ctx context.Context, j *journal, disks []string, base guard.Baseline) error {
+func (s *Stager) applyIOCost(ctx context.Context, j *journal, w *iocostWindow) error {
 	t := s.o.IOCost.Targets
-	t.BaselineP99 = walFsyncP99(base)
+	t.BaselineP99 = walFsyncP99(w.base)
 	q, why := iocost.DeriveQoS(t)
 	s.log.Info("iocost QoS for the staging window", "latency_target_us", q.WLat, "latency_source", why,
 		"percentile", q.WPct, "vrate_min", q.Min, "vrate_max", q.Max)
+	w.plans, w.ids = s.iocostPlans(w.disks, q)
 	j.IOCost = true
 	if err := s.saveJournal(j); err != nil {
 		return err
 	}
-	if err := s.iocost.Apply(disks, q, s.o.IOCost.Models); err != nil {
+	if err := s.iocost.Apply(w.plans); err != nil {
 		return err
 	}
 	if s.o.EtcdUnit != "" && s.o.IOCost.EtcdIOWeight > 0 {

@@ -40,7 +40,13 @@ func (e *env) iocostEnv(t *testing.T, withKernel bool) (qos, model string) {
 	return qos, model
 }
 
-const windowQoS = "252:16 enable=1 ctrl=user rpct=95.00 rlat=20800 wpct=95.00 wlat=20800 min=5.00 max=150.00"
+// windowQoS is the QoS derived from the baseline on a disk whose model is
+// given or learned; seededQoS on one that starts from the seed, which
+// vrate may scale up to iocost.SeedVrateMax.
+const (
+	windowQoS = "252:16 enable=1 ctrl=user rpct=95.00 rlat=20800 wpct=95.00 wlat=20800 min=5.00 max=150.00"
+	seededQoS = "252:16 enable=1 ctrl=user rpct=95.00 rlat=20800 wpct=95.00 wlat=20800 min=5.00 max=1000.00"
+)
 
 func readString(t *testing.T, p string) string {
 	t.Helper()
@@ -54,10 +60,10 @@ func readString(t *testing.T, p string) string {
 // assertIOCostWindow checks, while the staging unit runs, the QoS derived
 // from the baseline (32 ms x 1.3 / 2), the low weights on the stager and
 // the daemon, etcd's high weight, and no write cap on the stager.
-func (e *env) assertIOCostWindow(t *testing.T, qos string) {
+func (e *env) assertIOCostWindow(t *testing.T, qos, want string) {
 	t.Helper()
-	if got := readString(t, qos); got != windowQoS {
-		t.Errorf("io.cost.qos in the window %q, want %q", got, windowQoS)
+	if got := readString(t, qos); got != want {
+		t.Errorf("io.cost.qos in the window %q, want %q", got, want)
 	}
 	e.sys.mu.Lock()
 	defer e.sys.mu.Unlock()
@@ -101,7 +107,7 @@ func TestRunUnderIOCost(t *testing.T) {
 	e.opts.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	s := e.stager(t, fakeDaemon{idle: false})
 	e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
-		e.assertIOCostWindow(t, qos)
+		e.assertIOCostWindow(t, qos, seededQoS)
 		return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
 	}
 	rep, err := s.Run(context.Background(), argv)
@@ -116,7 +122,7 @@ func TestRunUnderIOCost(t *testing.T) {
 		t.Errorf("the daemon's write rate was set %d times", n)
 	}
 	for _, want := range []string{`latency_source="etcd's WAL fsync p99 before the window 32ms x 1.30 / 2"`,
-		`model_source="the model in force`, `under iocost: no cap`} {
+		`model_source="seed (nothing learned on this disk yet)"`, `under iocost: no cap`} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %s:\n%s", want, logs.String())
 		}
@@ -194,7 +200,7 @@ func TestRunWithModelOnly(t *testing.T) {
 			e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
 				inWindow = readString(t, model)
 				if tc.iocost {
-					e.assertIOCostWindow(t, qos)
+					e.assertIOCostWindow(t, qos, windowQoS)
 				}
 				return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
 			}
@@ -242,7 +248,7 @@ func TestRecoverIOCostAfterCrash(t *testing.T) {
 	wg.Add(1)
 	go func() { defer wg.Done(); s.Run(ctx, argv) }()
 	<-running
-	e.assertIOCostWindow(t, qos)
+	e.assertIOCostWindow(t, qos, seededQoS)
 	s.held.Close() // the kernel drops a dead process's lock
 
 	s2 := e.stager(t, fakeDaemon{idle: false})
@@ -261,7 +267,7 @@ func TestRecoverIOCostWithoutJournal(t *testing.T) {
 	e := newEnv(t)
 	qos, model := e.iocostEnv(t, true)
 	s := e.stager(t, nil)
-	if err := s.iocost.Apply([]string{"vdb"}, iocost.QoS{Enable: true, User: true, RPct: 95, WPct: 95, RLat: 1, WLat: 1, Min: 5, Max: 150}, nil); err != nil {
+	if err := s.iocost.Apply([]iocost.DiskPlan{{Disk: "vdb", QoS: iocost.QoS{Enable: true, User: true, RPct: 95, WPct: 95, RLat: 1, WLat: 1, Min: 5, Max: 150}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.stager(t, nil).Recover(context.Background()); err != nil {

@@ -47,7 +47,7 @@ func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode wri
 		}
 	}
 	if cost != nil {
-		if err := step("iocost", func() error { return s.applyIOCost(ctx, j, cost.disks, cost.base) }); err != nil {
+		if err := step("iocost", func() error { return s.applyIOCost(ctx, j, cost) }); err != nil {
 			return policy, err
 		}
 		if s.o.IOCost.IOWeight > 0 {

@@ -180,6 +180,9 @@ type Deps struct {
 	Daemon    Daemon    // nil: never restart the daemon
 	Scheduler Scheduler // nil: agent/iosched with the options
 	IOCost    IOCost    // nil: agent/iocost in the root cgroup
+	// Now is the clock the window is timed by for learning (nil:
+	// time.Now).
+	Now func() time.Time
 }
 
 // Stager runs stagings.
@@ -366,6 +369,7 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 	if err := s.d.Systemd.StartTransient(ctx, ts); err != nil {
 		return rep, fmt.Errorf("staging: %w", err)
 	}
+	stagingStart := s.now()
 
 	gdone := make(chan guard.Stats, 1)
 	gctx, stopGuard := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -381,6 +385,8 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 	}
 	st, werr := s.d.Systemd.Wait(ctx, ts.Name)
 	stopGuard(errors.New("staging unit ended"))
+	// Before the restore: the vrate is the kernel's, gone with the QoS.
+	s.learnIOCost(cost, s.now().Sub(stagingStart))
 	if g != nil {
 		rep.Guard = <-gdone
 	}
@@ -407,6 +413,13 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 		return rep, fmt.Errorf("staging: %w (see journalctl -u %s)", err, ts.Name)
 	}
 	return rep, nil
+}
+
+func (s *Stager) now() time.Time {
+	if s.d.Now != nil {
+		return s.d.Now()
+	}
+	return time.Now()
 }
 
 // release lets systemd drop the finished transient unit.

@@ -34,6 +34,7 @@ type env struct {
 	ostree                        *fakeOstree
 	unitDir, controlDir, stateDir string
 	opts                          Options
+	now                           func() time.Time // nil: time.Now
 }
 
 func newEnv(t *testing.T) *env {
@@ -77,7 +78,7 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) stager(t *testing.T, d Daemon) *Stager {
 	t.Helper()
-	s, err := New(e.opts, Deps{Systemd: e.sys, Runner: e.ostree, Daemon: d, Scheduler: e.sched})
+	s, err := New(e.opts, Deps{Systemd: e.sys, Runner: e.ostree, Daemon: d, Scheduler: e.sched, Now: e.now})
 	if err != nil {
 		t.Fatal(err)
 	}

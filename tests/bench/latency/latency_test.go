@@ -106,7 +106,7 @@ func TestPlan(t *testing.T) {
 		}
 		// iocost (d-agent) beside the loop, and the CPU-only limit line,
 		// on every disk.
-		want := []string{report.ScenarioAlone, report.ScenarioNaive, report.ScenarioAgent, "i-iocost-auto", "x-cpuburn-idle"}
+		want := []string{report.ScenarioAlone, report.ScenarioNaive, report.ScenarioAgent, "i-iocost-learn", "x-cpuburn-idle"}
 		if d.FS == "xfs" && d.IOPS != ScaleModel.IOPS {
 			want = append(want, "c-openshift2020", "e-agent-noguard")
 		}
@@ -135,7 +135,7 @@ func TestPlan(t *testing.T) {
 	for _, s := range full.Scenarios["ext4-500iops-20MBs"] {
 		ext4 = append(ext4, s.Key())
 	}
-	if want := "a-alone b-naive d-agent i-iocost-auto x-cpuburn-idle i-iocost-model i-iocost-model-20ms i-iocost-model-noguard i-iocost-model-mem256M i-iocost-loose i-iocost-noguard k-bfq-boot e-agent-noguard k-bwmax-none k-bwmax-5M k-bwmax-4M k-objfsync k-memoryhigh-8M"; strings.Join(ext4, " ") != want {
+	if want := "a-alone b-naive d-agent i-iocost-learn x-cpuburn-idle i-iocost-model i-iocost-learn-etcd100 i-iocost-model-over4x i-iocost-model-under4x i-iocost-model-20ms i-iocost-model-noguard i-iocost-model-mem256M i-iocost-loose i-iocost-noguard k-bfq-boot e-agent-noguard k-bwmax-none k-bwmax-5M k-bwmax-4M k-objfsync k-memoryhigh-8M"; strings.Join(ext4, " ") != want {
 		t.Errorf("small ext4 disk in the sweep: %v, want %s", ext4, want)
 	}
 	// Naming a scenario picks it, not the sweep's load variants of it.

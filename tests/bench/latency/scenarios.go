@@ -195,11 +195,19 @@ var Knobs = []struct{ ID, Config string }{
 	{"k-memoryhigh-8M", "[staging]\nmemory_high = \"8M\"\n"},
 }
 
-// IOCostAuto is iocost on every disk (staging.iocost = true) with the kernel's auto model and the
-// derived QoS (the guest's kernel has it: Debian 12's
-// CONFIG_BLK_CGROUP_IOCOST=y), beside d-agent, the rate loop, on every
-// disk of the plan.
-var IOCostAuto = Scenario{ID: "i-iocost-auto", Stager: Agent, AgentConfig: "[staging]\niocost = true\n"}
+// IOCostLearn is iocost on every disk (staging.iocost = true) with no
+// model given: the window starts from the seed model and learns the disk
+// (agent/iocost/learn.go; the bench wipes the state directory between
+// stagings, so every window is a disk's first), with the derived QoS (the
+// guest's kernel has iocost: Debian 12's CONFIG_BLK_CGROUP_IOCOST=y),
+// beside d-agent on every disk of the plan.
+var IOCostLearn = Scenario{ID: "i-iocost-learn", Stager: Agent, AgentConfig: "[staging]\niocost = true\n"}
+
+// IOCostLearnEtcdOwnWeight is IOCostLearn with etcd's unit left at the
+// other units' IOWeight (100) instead of 10000: the other tenants' share
+// (the fio job) when only the stager is weighted down.
+var IOCostLearnEtcdOwnWeight = Scenario{ID: "i-iocost-learn-etcd100", Stager: Agent,
+	AgentConfig: "[staging]\niocost = true\niocost_etcd_io_weight = 100\n"}
 
 // IOCostScenarios are iocost's other variants on disk d: the operator's model with
 // d's own limits (the issue's harness; staging.iocost's default,
@@ -214,8 +222,22 @@ func IOCostScenarios(d Disk) []Scenario {
 			dev, d.BPS, d.IOPS, d.IOPS, d.BPS, d.IOPS, d.IOPS))
 	}
 	models := "[staging]\niocost_models = [" + model("vda") + ", " + model("vdb") + "]\n"
+	// A wrong model (the pacing issue's 4x either way): the QoS and the
+	// brake must catch one that overstates the disk, and one that
+	// understates it must not stall staging.
+	scaled := func(f float64) string {
+		s := Disk{BPS: int64(float64(d.BPS) * f), IOPS: int64(float64(d.IOPS) * f)}
+		m := func(dev string) string {
+			return fmt.Sprintf("%q", fmt.Sprintf("%s rbps=%d rseqiops=%d rrandiops=%d wbps=%d wseqiops=%d wrandiops=%d",
+				dev, s.BPS, s.IOPS, s.IOPS, s.BPS, s.IOPS, s.IOPS))
+		}
+		return "[staging]\niocost_models = [" + m("vda") + ", " + m("vdb") + "]\n"
+	}
 	return []Scenario{
 		{ID: "i-iocost-model", Stager: Agent, AgentConfig: models},
+		IOCostLearnEtcdOwnWeight,
+		{ID: "i-iocost-model-over4x", Stager: Agent, AgentConfig: scaled(4)},
+		{ID: "i-iocost-model-under4x", Stager: Agent, AgentConfig: scaled(0.25)},
 		// The issue harness's 20 ms target instead of the one derived from
 		// etcd's baseline (10.5 ms on the small ext4 disk: etcd at alone's
 		// p99, staging 5.4x naive, iocost-ext4-200MiB-1): how much staging
@@ -318,7 +340,7 @@ func MakePlan(quick bool) Plan {
 	// On every disk: iocost with the auto model beside the rate loop (d-agent), and
 	// the CPU-only probe, the in-guest limit line of each table.
 	for _, d := range p.Disks {
-		p.Scenarios[d.Name] = append(p.Scenarios[d.Name], IOCostAuto, Probes[0])
+		p.Scenarios[d.Name] = append(p.Scenarios[d.Name], IOCostLearn, Probes[0])
 	}
 	return p
 }

@@ -1,0 +1,87 @@
+package stage
+
+import (
+	"time"
+
+	"github.com/update-agent/update-agent/agent/iocost"
+)
+
+// iocostPlans is each disk's model for the window: the operator's, else
+// the one learned on the disk, else the seed, which may climb to
+// iocost.SeedVrateMax. A disk without an ID (sysfs unreadable) runs the
+// seed and learns nothing.
+func (s *Stager) iocostPlans(disks []string, q iocost.QoS) ([]iocost.DiskPlan, map[string]string) {
+	set, err := s.iocost.LoadLearned()
+	if err != nil {
+		s.log.Warn("iocost: starting from the seed model", "err", err)
+	}
+	ids := map[string]string{}
+	var plans []iocost.DiskPlan
+	for _, d := range disks {
+		var given *iocost.Model
+		if m, ok := s.o.IOCost.Models[d]; ok {
+			given = &m
+		}
+		id := ""
+		if given == nil {
+			if id, err = s.iocost.DiskID(d); err != nil {
+				s.log.Warn("iocost: this disk's model is not kept across windows", "disk", d, "err", err)
+			}
+		}
+		m, src, err := iocost.Plan(given, set, id)
+		if err != nil {
+			s.log.Warn("iocost: starting from the seed model", "disk", d, "err", err)
+		}
+		dq := q
+		if src == iocost.Seeded {
+			dq.Max = max(dq.Max, iocost.SeedVrateMax)
+		}
+		if id != "" {
+			ids[d] = id
+		}
+		plans = append(plans, iocost.DiskPlan{Disk: d, QoS: dq, Model: &m, Source: src})
+	}
+	return plans, ids
+}
+
+// learnIOCost keeps, for each disk the window learns on, the model it
+// ran times the vrate the kernel ended at, and says so in a line an
+// operator can pin in staging.iocost_models.
+func (s *Stager) learnIOCost(w *iocostWindow, ran time.Duration) {
+	if w == nil {
+		return
+	}
+	set, err := s.iocost.LoadLearned()
+	if err != nil {
+		s.log.Warn("iocost: not learning from this window", "err", err)
+		return
+	}
+	changed := false
+	for _, p := range w.plans {
+		id := w.ids[p.Disk]
+		if !p.Source.Learns() || id == "" || p.Model == nil {
+			continue
+		}
+		v, err := s.iocost.Vrate(p.Disk)
+		if err != nil {
+			s.log.Warn("iocost: not learning from this window", "disk", p.Disk, "err", err)
+			continue
+		}
+		m, ok := iocost.Learn(*p.Model, v, ran)
+		if !ok {
+			s.log.Info("iocost: window too short to learn the disk from", "disk", p.Disk,
+				"window_seconds", ran.Seconds(), "min_seconds", iocost.MinLearnWindow.Seconds())
+			continue
+		}
+		prev, _ := set.Find(id)
+		set.Put(iocost.Learned{ID: id, Disk: p.Disk, Model: m.Params(), Vrate: v, Windows: prev.Windows + 1, At: time.Now().UTC()})
+		changed = true
+		s.log.Info("iocost model learned", "disk", p.Disk, "disk_id", id, "from", p.Source.String(),
+			"vrate_pct", v, "windows", prev.Windows+1, "model", p.Disk+" "+m.Params())
+	}
+	if changed {
+		if err := s.iocost.SaveLearned(set); err != nil {
+			s.log.Warn("iocost: the learned model is lost", "err", err)
+		}
+	}
+}
