@@ -146,7 +146,7 @@ func installed(t *testing.T, root string) map[string]string {
 		// Fedora's rpmbuild gzips it (brp-compress), Debian's does not:
 		// either name, compared unzipped.
 		manPage: "packaging/update-agent.8",
-		// docs/design.md links it; the package ships it beside docs/.
+		// docs/design.md names it; the package ships it beside docs/.
 		docdir + "/FLOW.md":                        "agent/engine/FLOW.md",
 		"/usr/share/licenses/update-agent/LICENSE": "packaging/LICENSE",
 	}
