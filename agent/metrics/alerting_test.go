@@ -88,6 +88,8 @@ func TestAlertRulesNameRealMetrics(t *testing.T) {
 		phases = append(phases, string(p))
 	}
 	metric := regexp.MustCompile(`\bupdate_agent_[a-z_]+\b`)
+	etcdMetric := regexp.MustCompile(`\betcd_[a-z_]+\b`)
+	etcdHave := etcdMetrics(t)
 	stateSel := regexp.MustCompile(`state=~?"([^"]*)"`)
 	n := 0
 	for _, g := range rf.Groups {
@@ -108,6 +110,11 @@ func TestAlertRulesNameRealMetrics(t *testing.T) {
 			for _, name := range names {
 				if !have[name] {
 					t.Errorf("rule %s: no metric %s in the agent's registry", r.Alert, name)
+				}
+			}
+			for _, name := range etcdMetric.FindAllString(r.Expr, -1) {
+				if !etcdHave[strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")] {
+					t.Errorf("rule %s: etcd exports no metric %s", r.Alert, name)
 				}
 			}
 			for _, sel := range stateSel.FindAllStringSubmatch(r.Expr, -1) {

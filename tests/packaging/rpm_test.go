@@ -138,6 +138,7 @@ func installed(t *testing.T, root string) map[string]string {
 		"/usr/lib/systemd/system/update-agent-fleetlock.service": "units/update-agent-fleetlock.service",
 		"/usr/lib/systemd/system-preset/90-update-agent.preset":  "units/90-update-agent.preset",
 		"/usr/lib/tmpfiles.d/update-agent.conf":                  "units/update-agent.tmpfiles.conf",
+		"/usr/lib/systemd/catalog/update-agent.catalog":          "units/update-agent.catalog",
 		"/usr/lib/update-agent/config.d/00-defaults.toml":        "packaging/config.d/00-defaults.toml",
 		// Opt-in, so not under udev's rules.d.
 		"/usr/share/update-agent/udev/60-update-agent-bfq.rules": "units/60-update-agent-bfq.rules",
@@ -145,7 +146,7 @@ func installed(t *testing.T, root string) map[string]string {
 		// Fedora's rpmbuild gzips it (brp-compress), Debian's does not:
 		// either name, compared unzipped.
 		manPage: "packaging/update-agent.8",
-		// docs/design.md links it; the package ships it beside docs/.
+		// docs/design.md names it; the package ships it beside docs/.
 		docdir + "/FLOW.md":                        "agent/engine/FLOW.md",
 		"/usr/share/licenses/update-agent/LICENSE": "packaging/LICENSE",
 	}
@@ -232,6 +233,7 @@ func TestFileAttributes(t *testing.T) {
 		"/usr/bin/update-agent":                                  "-rwxr-xr-x",
 		"/usr/lib/systemd/system/update-agent.service":           "-rw-r--r--",
 		"/usr/lib/systemd/system/update-agent-fleetlock.service": "-rw-r--r--",
+		"/usr/lib/systemd/catalog/update-agent.catalog":          "-rw-r--r--",
 		"/etc/update-agent/config.d":                             "drwxr-xr-x",
 		"/usr/lib/update-agent/config.d/00-defaults.toml":        "-rw-r--r--",
 		"/usr/share/update-agent/udev/60-update-agent-bfq.rules": "-rw-r--r--",
