@@ -33,6 +33,10 @@ type Result struct {
 	// Wait: not OK, but the agent is set up right and the cluster holds
 	// reboots now (an alarm, an unhealthy member, a gate): WAIT, not FAIL.
 	Wait bool
+	// Skip: not run, because what it asks did not answer (etcd): that
+	// one line FAILs with the cause, and these are SKIP, not more FAILs
+	// an operator would chase.
+	Skip bool
 }
 
 func (r Result) String() string {
@@ -42,11 +46,11 @@ func (r Result) String() string {
 // Report is every check's result, in order.
 type Report []Result
 
-// Failed counts the failed checks (WAIT lines are not failures).
+// Failed counts the failed checks (WAIT and SKIP lines are not failures).
 func (r Report) Failed() int {
 	n := 0
 	for _, x := range r {
-		if !x.OK && !x.Wait {
+		if !x.OK && !x.Wait && !x.Skip {
 			n++
 		}
 	}
@@ -69,11 +73,13 @@ type waiting struct{ error }
 
 func (w waiting) Unwrap() error { return w.error }
 
-// Verdict is the result column: "ok", "FAIL" or "WAIT".
+// Verdict is the result column: "ok", "FAIL", "WAIT" or "SKIP".
 func (r Result) Verdict() string {
 	switch {
 	case r.Wait:
 		return "WAIT"
+	case r.Skip:
+		return "SKIP"
 	case !r.OK:
 		return "FAIL"
 	}
@@ -81,7 +87,7 @@ func (r Result) Verdict() string {
 }
 
 // WriteJSON prints the checks as a JSON array, one object per check with
-// the columns of Write: check, result (ok, FAIL or WAIT) and detail.
+// the columns of Write: check, result (ok, FAIL, WAIT or SKIP) and detail.
 func (r Report) WriteJSON(w io.Writer) error {
 	type line struct {
 		Check  string `json:"check"`
@@ -265,7 +271,7 @@ func (d Doctor) Run(ctx context.Context) Report {
 		{"etcd alarms", d.alarms},
 	}
 	notChecked := func(check string) {
-		r = append(r, Result{Check: check, Detail: "not checked: etcd did not answer"})
+		r = append(r, Result{Check: check, Detail: "not checked: etcd did not answer", Skip: true})
 	}
 	etcdOK := add("etcd", d.reach)
 	for _, c := range etcdChecks {

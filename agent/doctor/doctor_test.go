@@ -3,6 +3,7 @@ package doctor
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -160,11 +161,13 @@ func TestReport(t *testing.T) {
 			d.Etcd = fakeEtcd{probeErr: errors.New("no endpoint accepted a status request: https://10.0.0.11:2379: context deadline exceeded")}
 		}, []string{
 			"FAIL  etcd           no endpoint accepted a status request: https://10.0.0.11:2379: context deadline exceeded",
-			"FAIL  etcd rights    not checked: etcd did not answer",
-			"FAIL  local member   not checked: etcd did not answer",
-			"FAIL  etcd alarms    not checked: etcd did not answer",
+			"SKIP  etcd rights    not checked: etcd did not answer",
+			"SKIP  local member   not checked: etcd did not answer",
+			"SKIP  leader         not checked: etcd did not answer",
+			"SKIP  member health  not checked: etcd did not answer",
+			"SKIP  etcd alarms    not checked: etcd did not answer",
 			"ok    rpm-ostree",
-			"FAIL  reboot lock    not checked: etcd did not answer",
+			"SKIP  reboot lock    not checked: etcd did not answer",
 		}},
 		{"member host matching no member", func(d *Doctor) {
 			d.Etcd = fakeEtcd{health: healthy(), matchErr: errors.New("etcd.local_unit = etcd.service says this host runs an etcd member, but ...")}
@@ -284,6 +287,44 @@ func TestReport(t *testing.T) {
 				t.Errorf("Waiting() = %d:\n%s", rep.Waiting(), out)
 			}
 		})
+	}
+}
+
+// TestEtcdDownSkips: etcd not answering is one FAIL, naming the endpoint
+// and the cause; the checks it makes impossible are SKIP, in the text and
+// in --json alike, and not counted as failures.
+func TestEtcdDownSkips(t *testing.T) {
+	d := good()
+	d.Etcd = fakeEtcd{probeErr: errors.New("no endpoint accepted a status request: https://10.0.0.11:2379: connection refused")}
+	rep := d.Run(context.Background())
+	if n := rep.Failed(); n != 1 {
+		t.Errorf("Failed() = %d, want 1 (etcd's line only)", n)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var lines []struct{ Check, Result, Detail string }
+	if err := json.Unmarshal(b.Bytes(), &lines); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, l := range lines {
+		got[l.Check] = l.Result + " " + l.Detail
+	}
+	for check, want := range map[string]string{
+		"etcd":          "FAIL no endpoint accepted a status request: https://10.0.0.11:2379: connection refused",
+		"etcd rights":   "SKIP not checked: etcd did not answer",
+		"local member":  "SKIP not checked: etcd did not answer",
+		"leader":        "SKIP not checked: etcd did not answer",
+		"member health": "SKIP not checked: etcd did not answer",
+		"etcd alarms":   "SKIP not checked: etcd did not answer",
+		"reboot lock":   "SKIP not checked: etcd did not answer",
+		"rpm-ostree":    "ok status readable: booted abc123 (41.1)",
+	} {
+		if got[check] != want {
+			t.Errorf("--json %s: %q, want %q", check, got[check], want)
+		}
 	}
 }
 

@@ -32,7 +32,7 @@ func (e doctorWaiting) Error() string {
 func runDoctor(env *cmdEnv, args []string) error {
 	fs := newFlags(env, "doctor")
 	root := fs.String("root", "/", "prefix for every configuration and host path (tests)")
-	asJSON := fs.Bool("json", false, "print a JSON array, one object per check: check, result (ok, FAIL or WAIT), detail")
+	asJSON := fs.Bool("json", false, "print a JSON array, one object per check: check, result (ok, FAIL, WAIT or SKIP), detail")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
