@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/agent/doctor"
 	"github.com/update-agent/update-agent/agent/etcdclient"
 	"github.com/update-agent/update-agent/agent/etcdmember"
@@ -54,11 +55,15 @@ func runDoctor(env *cmdEnv, args []string) error {
 			FleetLockListen: cfg.FleetLock.Listen, FleetLockTLS: cfg.FleetLock.CertFile != "",
 			IOCost: cfg.Staging.IOCost.String(), IOCostModels: iocostOptions(cfg).Models,
 			EtcdIOLatencyTarget: cfg.Staging.EtcdIOLatencyTarget.D(),
+			WriteRateAuto:       cfg.Staging.IOWriteBandwidthMax == config.BandwidthAuto,
 		},
 		OS:      &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}},
 		Cgroups: doctor.SystemdCgroups{Root: *root},
 		Disks:   doctor.SysfsDisks{Root: *root},
 		IO:      doctor.SysfsIOControl{Root: *root},
+	}
+	if !d.In.WriteRateAuto {
+		d.In.WriteBandwidthMax = uint64(cfg.Staging.IOWriteBandwidthMax)
 	}
 	if d.Metrics, err = doctorMetrics(cfg, *root); err != nil {
 		return configError{err}
