@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -87,13 +88,12 @@ type window struct {
 func (d Doctor) stagingWindow(disks []string) window {
 	w := window{disks: disks, cost: d.iocostDisks(disks)}
 	if len(w.cost) > 0 {
-		switch {
-		case d.IO == nil:
-			w.cost, w.costErr = nil, fmt.Errorf("not checked")
-		default:
-			if err := d.IO.IOCost(); err != nil {
-				w.cost, w.costErr = nil, err
-			}
+		err := errors.New("not read")
+		if d.IO != nil {
+			err = d.IO.IOCost()
+		}
+		if err != nil {
+			w.cost, w.costErr = nil, err
 		}
 	}
 	if len(disks) > 0 {
