@@ -169,16 +169,53 @@ func (s SystemdCgroups) ProcessCgroup(comm string) (string, error) {
 }
 
 // SysfsDisks resolves disks with agent/iosched under Root.
-type SysfsDisks struct{ Root string }
+type SysfsDisks struct {
+	Root string
+	// Stat is the device number of the file system holding a (rooted)
+	// path; nil uses stat(2). Tests fake it, as a fake sysfs needs.
+	Stat func(path string) (major, minor uint32, err error)
+}
 
 func (s SysfsDisks) sys() string { return Rooted(s.Root, "/sys") }
 
-func (s SysfsDisks) Disks(paths []string) ([]string, error) {
-	var rooted []string
+func (s SysfsDisks) resolver() iosched.Resolver {
+	return iosched.Resolver{SysRoot: s.sys(), Stat: s.Stat, MountInfo: Rooted(s.Root, "/proc/self/mountinfo")}
+}
+
+func (s SysfsDisks) rooted(paths []string) []string {
+	var out []string
 	for _, p := range paths {
-		rooted = append(rooted, Rooted(s.Root, p))
+		out = append(out, Rooted(s.Root, p))
 	}
-	return iosched.Resolver{SysRoot: s.sys()}.Disks(rooted)
+	return out
+}
+
+func (s SysfsDisks) Disks(paths []string) ([]string, error) {
+	return s.resolver().Disks(s.rooted(paths))
+}
+
+// Filesystems names each file system by the configured path, not the
+// rooted one.
+func (s SysfsDisks) Filesystems(paths []string) ([]iosched.Filesystem, error) {
+	fss, err := s.resolver().Filesystems(s.rooted(paths))
+	for i := range fss {
+		fss[i].Path = paths[i]
+	}
+	return fss, err
+}
+
+// WholeDisks resolves name through its device number, the way the
+// staging paths' devices are resolved.
+func (s SysfsDisks) WholeDisks(name string) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(s.sys(), "class", "block", name, "dev"))
+	if err != nil {
+		return nil, fmt.Errorf("no block device %s: %w", name, err)
+	}
+	var maj, min uint32
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d:%d", &maj, &min); err != nil {
+		return nil, fmt.Errorf("%s: device number %q: %w", name, b, err)
+	}
+	return s.resolver().DisksOf(maj, min)
 }
 
 func (s SysfsDisks) Scheduler(disk string) (string, []string, error) {

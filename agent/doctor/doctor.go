@@ -8,7 +8,6 @@ package doctor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,91 +20,10 @@ import (
 	"github.com/update-agent/update-agent/agent/gates"
 	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/iocost"
+	"github.com/update-agent/update-agent/agent/iosched"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 )
-
-// Result is one check's line.
-type Result struct {
-	Check  string
-	OK     bool
-	Detail string
-	// Wait: not OK, but the agent is set up right and the cluster holds
-	// reboots now (an alarm, an unhealthy member, a gate): WAIT, not FAIL.
-	Wait bool
-}
-
-func (r Result) String() string {
-	return fmt.Sprintf("%-4s  %-14s %s", r.Verdict(), r.Check, r.Detail)
-}
-
-// Report is every check's result, in order.
-type Report []Result
-
-// Failed counts the failed checks (WAIT lines are not failures).
-func (r Report) Failed() int {
-	n := 0
-	for _, x := range r {
-		if !x.OK && !x.Wait {
-			n++
-		}
-	}
-	return n
-}
-
-// Waiting counts the checks that found the cluster holding reboots now.
-func (r Report) Waiting() int {
-	n := 0
-	for _, x := range r {
-		if x.Wait {
-			n++
-		}
-	}
-	return n
-}
-
-// waiting marks a check's error as a temporary state of the cluster.
-type waiting struct{ error }
-
-func (w waiting) Unwrap() error { return w.error }
-
-// Verdict is the result column: "ok", "FAIL" or "WAIT".
-func (r Result) Verdict() string {
-	switch {
-	case r.Wait:
-		return "WAIT"
-	case !r.OK:
-		return "FAIL"
-	}
-	return "ok"
-}
-
-// WriteJSON prints the checks as a JSON array, one object per check with
-// the columns of Write: check, result (ok, FAIL or WAIT) and detail.
-func (r Report) WriteJSON(w io.Writer) error {
-	type line struct {
-		Check  string `json:"check"`
-		Result string `json:"result"`
-		Detail string `json:"detail"`
-	}
-	out := make([]line, 0, len(r))
-	for _, x := range r {
-		out = append(out, line{x.Check, x.Verdict(), x.Detail})
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
-}
-
-// Write prints one line per check.
-func (r Report) Write(w io.Writer) error {
-	for _, x := range r {
-		if _, err := fmt.Fprintln(w, x); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // Etcd is what the etcd checks ask.
 type Etcd interface {
@@ -149,6 +67,11 @@ type Disks interface {
 	Disks(paths []string) ([]string, error)
 	// Scheduler returns the selected scheduler and those offered.
 	Scheduler(disk string) (string, []string, error)
+	// Filesystems are the file systems holding paths, in paths' order.
+	Filesystems(paths []string) ([]iosched.Filesystem, error)
+	// WholeDisks resolves a block device's kernel name (vda1, dm-0) to
+	// the whole disks under it; a whole disk to itself.
+	WholeDisks(name string) ([]string, error)
 }
 
 // Metrics fetches guard.metrics_url.
@@ -203,6 +126,11 @@ type Inputs struct {
 	IOCost              string
 	IOCostModels        map[string]iocost.Model
 	EtcdIOLatencyTarget time.Duration
+	// WriteRateAuto and WriteBandwidthMax are
+	// staging.io_write_bandwidth_max: "auto", or a fixed rate in bytes
+	// per second (0: no cap).
+	WriteRateAuto     bool
+	WriteBandwidthMax uint64
 }
 
 // Doctor runs the checks.
@@ -265,7 +193,7 @@ func (d Doctor) Run(ctx context.Context) Report {
 		{"etcd alarms", d.alarms},
 	}
 	notChecked := func(check string) {
-		r = append(r, Result{Check: check, Detail: "not checked: etcd did not answer"})
+		r = append(r, Result{Check: check, Detail: "not checked: etcd did not answer", Skip: true})
 	}
 	etcdOK := add("etcd", d.reach)
 	for _, c := range etcdChecks {
@@ -293,6 +221,10 @@ func (d Doctor) Run(ctx context.Context) Report {
 	}
 	add("staging disks", d.disks)
 	add("io control", d.ioControl)
+	r = append(r, d.pacing()...)
+	if len(d.In.IOCostModels) > 0 {
+		r = append(r, d.iocostModels())
+	}
 	if etcdOK || !d.In.LockEnabled {
 		add("reboot lock", d.lock)
 	} else {

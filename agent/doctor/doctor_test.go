@@ -3,6 +3,7 @@ package doctor
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/update-agent/update-agent/agent/etcdmember"
 	"github.com/update-agent/update-agent/agent/gates"
 	"github.com/update-agent/update-agent/agent/iocost"
+	"github.com/update-agent/update-agent/agent/iosched"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 )
@@ -76,6 +78,14 @@ func (f fakeCgroups) ProcessCgroup(comm string) (string, error) {
 type fakeDisks struct{ sched string }
 
 func (fakeDisks) Disks([]string) ([]string, error) { return []string{"vda"}, nil }
+func (fakeDisks) Filesystems(paths []string) ([]iosched.Filesystem, error) {
+	var out []iosched.Filesystem
+	for _, p := range paths {
+		out = append(out, iosched.Filesystem{Path: p, MountPoint: "/", Type: "xfs"})
+	}
+	return out, nil
+}
+func (fakeDisks) WholeDisks(name string) ([]string, error) { return []string{name}, nil }
 func (f fakeDisks) Scheduler(string) (string, []string, error) {
 	return f.sched, []string{"mq-deadline", "none"}, nil
 }
@@ -121,7 +131,8 @@ func good() Doctor {
 	return Doctor{
 		In: Inputs{Endpoints: []string{"https://10.0.0.11:2379"}, MaxLag: 1000, LockEnabled: true, LockGroup: "control-plane",
 			LockSlots: 1, GuardEnabled: true, MetricsURL: "http://127.0.0.1:2381/metrics", LocalUnit: "etcd.service",
-			StagingPaths: []string{"/sysroot", "/var/lib/etcd"}, Scheduler: "bfq", DriverName: "update-agent", IOCost: "true"},
+			StagingPaths: []string{"/sysroot", "/var/lib/etcd"}, Scheduler: "bfq", DriverName: "update-agent", IOCost: "true",
+			WriteRateAuto: true},
 		Etcd: fakeEtcd{health: healthy(), match: etcdmember.Match{Found: true,
 			How: "member cp1: peer URL https://10.0.0.11:2380 matches 10.0.0.11 on eth0"}},
 		Lock: fakeLock{{Group: "control-plane", Slots: 1, Holders: []lock.EntryStatus{{Record: lock.Record{Node: "cp2"}}}}},
@@ -160,11 +171,13 @@ func TestReport(t *testing.T) {
 			d.Etcd = fakeEtcd{probeErr: errors.New("no endpoint accepted a status request: https://10.0.0.11:2379: context deadline exceeded")}
 		}, []string{
 			"FAIL  etcd           no endpoint accepted a status request: https://10.0.0.11:2379: context deadline exceeded",
-			"FAIL  etcd rights    not checked: etcd did not answer",
-			"FAIL  local member   not checked: etcd did not answer",
-			"FAIL  etcd alarms    not checked: etcd did not answer",
+			"SKIP  etcd rights    not checked: etcd did not answer",
+			"SKIP  local member   not checked: etcd did not answer",
+			"SKIP  leader         not checked: etcd did not answer",
+			"SKIP  member health  not checked: etcd did not answer",
+			"SKIP  etcd alarms    not checked: etcd did not answer",
 			"ok    rpm-ostree",
-			"FAIL  reboot lock    not checked: etcd did not answer",
+			"SKIP  reboot lock    not checked: etcd did not answer",
 		}},
 		{"member host matching no member", func(d *Doctor) {
 			d.Etcd = fakeEtcd{health: healthy(), matchErr: errors.New("etcd.local_unit = etcd.service says this host runs an etcd member, but ...")}
@@ -235,9 +248,12 @@ func TestReport(t *testing.T) {
 		{"iocost with a model for the disk", func(d *Doctor) {
 			d.In.IOCost, d.In.IOCostModels = "with-model", map[string]iocost.Model{"vdb": {}, "vda": {}}
 		},
-			[]string{"ok    io control     iocost: yes, used while staging on vda (a model in staging.iocost_models); io.latency: no; vda: qos"}},
+			[]string{"ok    io control     iocost: yes, used while staging on vda (a model in staging.iocost_models); io.latency: no; vda: qos",
+				"FAIL  iocost models  staging.iocost_models: vdb is not a staging disk (staging.paths are on vda)"}},
 		{"iocost with no model for the disk", func(d *Doctor) { d.In.IOCost, d.In.IOCostModels = "with-model", map[string]iocost.Model{"vdb": {}} },
-			[]string{`ok    io control     iocost: yes, not used (staging.iocost = "with-model" and staging.iocost_models has no model for vda): the write rate loop paces staging; io.latency: no; vda: qos`}},
+			[]string{`ok    io control     iocost: yes, not used (staging.iocost = "with-model" and staging.iocost_models has no model for vda): the write rate loop paces staging; io.latency: no; vda: qos`,
+				`ok    pacing vda     the write-rate loop (staging.io_write_bandwidth_max = "auto"); not iocost: no model for vda in staging.iocost_models`,
+				"FAIL  iocost models  staging.iocost_models: vdb is not a staging disk (staging.paths are on vda)"}},
 		{"iocost off", func(d *Doctor) { d.In.IOCost = "false" },
 			[]string{"ok    io control     iocost: yes, not used (staging.iocost = false); io.latency: no; vda: qos"}},
 		{"an io.latency target without io.latency", func(d *Doctor) { d.In.EtcdIOLatencyTarget = 25 * time.Millisecond },
@@ -268,8 +284,11 @@ func TestReport(t *testing.T) {
 					t.Errorf("report lacks %q:\n%s", w, out)
 				}
 			}
-			checks := 13
+			checks := 14 // one pacing line: fakeDisks has one disk
 			if d.Backend != nil {
+				checks++
+			}
+			if len(d.In.IOCostModels) > 0 {
 				checks++
 			}
 			if len(rep) != checks {
@@ -284,6 +303,44 @@ func TestReport(t *testing.T) {
 				t.Errorf("Waiting() = %d:\n%s", rep.Waiting(), out)
 			}
 		})
+	}
+}
+
+// TestEtcdDownSkips: etcd not answering is one FAIL, naming the endpoint
+// and the cause; the checks it makes impossible are SKIP, in the text and
+// in --json alike, and not counted as failures.
+func TestEtcdDownSkips(t *testing.T) {
+	d := good()
+	d.Etcd = fakeEtcd{probeErr: errors.New("no endpoint accepted a status request: https://10.0.0.11:2379: connection refused")}
+	rep := d.Run(context.Background())
+	if n := rep.Failed(); n != 1 {
+		t.Errorf("Failed() = %d, want 1 (etcd's line only)", n)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var lines []struct{ Check, Result, Detail string }
+	if err := json.Unmarshal(b.Bytes(), &lines); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, l := range lines {
+		got[l.Check] = l.Result + " " + l.Detail
+	}
+	for check, want := range map[string]string{
+		"etcd":          "FAIL no endpoint accepted a status request: https://10.0.0.11:2379: connection refused",
+		"etcd rights":   "SKIP not checked: etcd did not answer",
+		"local member":  "SKIP not checked: etcd did not answer",
+		"leader":        "SKIP not checked: etcd did not answer",
+		"member health": "SKIP not checked: etcd did not answer",
+		"etcd alarms":   "SKIP not checked: etcd did not answer",
+		"reboot lock":   "SKIP not checked: etcd did not answer",
+		"rpm-ostree":    "ok status readable: booted abc123 (41.1)",
+	} {
+		if got[check] != want {
+			t.Errorf("--json %s: %q, want %q", check, got[check], want)
+		}
 	}
 }
 

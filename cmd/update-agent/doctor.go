@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/agent/doctor"
 	"github.com/update-agent/update-agent/agent/etcdclient"
 	"github.com/update-agent/update-agent/agent/etcdmember"
@@ -32,7 +33,7 @@ func (e doctorWaiting) Error() string {
 func runDoctor(env *cmdEnv, args []string) error {
 	fs := newFlags(env, "doctor")
 	root := fs.String("root", "/", "prefix for every configuration and host path (tests)")
-	asJSON := fs.Bool("json", false, "print a JSON array, one object per check: check, result (ok, FAIL or WAIT), detail")
+	asJSON := fs.Bool("json", false, "print a JSON array, one object per check: check, result (ok, FAIL, WAIT or SKIP), detail")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -54,11 +55,15 @@ func runDoctor(env *cmdEnv, args []string) error {
 			FleetLockListen: cfg.FleetLock.Listen, FleetLockTLS: cfg.FleetLock.CertFile != "",
 			IOCost: cfg.Staging.IOCost.String(), IOCostModels: iocostOptions(cfg).Models,
 			EtcdIOLatencyTarget: cfg.Staging.EtcdIOLatencyTarget.D(),
+			WriteRateAuto:       cfg.Staging.IOWriteBandwidthMax == config.BandwidthAuto,
 		},
 		OS:      &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}},
 		Cgroups: doctor.SystemdCgroups{Root: *root},
 		Disks:   doctor.SysfsDisks{Root: *root},
 		IO:      doctor.SysfsIOControl{Root: *root},
+	}
+	if !d.In.WriteRateAuto {
+		d.In.WriteBandwidthMax = uint64(cfg.Staging.IOWriteBandwidthMax)
 	}
 	if d.Metrics, err = doctorMetrics(cfg, *root); err != nil {
 		return configError{err}

@@ -1,0 +1,224 @@
+package doctor
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ModelSource is where the cost model iocost uses on a disk in the
+// staging window comes from.
+type ModelSource int
+
+const (
+	// ModelOperator: the disk's line in staging.iocost_models.
+	ModelOperator ModelSource = iota + 1
+	// ModelKernel: none given, so the window loads none and the model
+	// in force stays (the kernel's own unless someone wrote one).
+	ModelKernel
+	// A model the stager learned and stored in staging's state
+	// directory (iocost-learned.json, being added elsewhere) is one
+	// more source: a constant here, a case in modelSource, and its
+	// words in String.
+)
+
+func (m ModelSource) String() string {
+	switch m {
+	case ModelOperator:
+		return "the operator's model (staging.iocost_models)"
+	case ModelKernel:
+		return "the kernel's own model"
+	}
+	return fmt.Sprintf("model source %d", int(m))
+}
+
+// modelSource is where disk's model would come from, in the order the
+// stager would take them. The hook for a learned model: read it here
+// from d.In.StateDir and return it where the stager ranks it.
+func (d Doctor) modelSource(disk string) ModelSource {
+	if _, ok := d.In.IOCostModels[disk]; ok {
+		return ModelOperator
+	}
+	return ModelKernel
+}
+
+// rateMode is the window's write cap on the disks iocost is not on.
+type rateMode int
+
+const (
+	rateNone  rateMode = iota // no cap
+	rateFixed                 // staging.io_write_bandwidth_max as a rate
+	rateStart                 // "auto" without the guard: the start rate, fixed
+	rateLoop                  // "auto": the rate loop sets it
+)
+
+// windowRate follows agent/stage's writeRateMode case by case (it is
+// unexported there and this package may not change it): "auto" sets no
+// cap under iocost or on a journal that orders data.
+func windowRate(auto bool, fixed uint64, guarded, ordersData, iocost bool) rateMode {
+	switch {
+	case auto && iocost:
+		return rateNone
+	case auto && ordersData:
+		return rateNone
+	case auto && guarded:
+		return rateLoop
+	case auto:
+		return rateStart
+	case fixed > 0:
+		return rateFixed
+	}
+	return rateNone
+}
+
+// window is what the stager would find for the staging window.
+type window struct {
+	disks   []string
+	cost    []string // the disks iocost goes on
+	costErr error    // the kernel has no iocost (nil: it has, or not asked)
+	ordered []string // staging paths whose journal orders data, described
+	fsErr   error    // the file systems could not be read
+	rate    rateMode
+}
+
+// stagingWindow reads the window as agent/stage decides it
+// (Stager.Run): iocost on the modelled (or every) disk where the kernel
+// has it, and one write-cap mode for the others.
+func (d Doctor) stagingWindow(disks []string) window {
+	w := window{disks: disks, cost: d.iocostDisks(disks)}
+	if len(w.cost) > 0 {
+		err := errors.New("not read")
+		if d.IO != nil {
+			err = d.IO.IOCost()
+		}
+		if err != nil {
+			w.cost, w.costErr = nil, err
+		}
+	}
+	if len(disks) > 0 {
+		// The stager reads the same table and counts an unreadable one as
+		// ordering nothing.
+		fss, err := d.Disks.Filesystems(d.In.StagingPaths)
+		w.fsErr = err
+		for _, f := range fss {
+			if f.OrdersData() {
+				w.ordered = append(w.ordered, f.String())
+			}
+		}
+	}
+	w.rate = windowRate(d.In.WriteRateAuto, d.In.WriteBandwidthMax, d.In.GuardEnabled, len(w.ordered) > 0, len(w.cost) > 0)
+	return w
+}
+
+// pacing is one line per staging disk: how the window would pace its
+// writes there.
+func (d Doctor) pacing() []Result {
+	if len(d.In.StagingPaths) == 0 {
+		return []Result{{Check: "pacing", OK: true, Detail: "staging.paths is empty: no staging disk to pace"}}
+	}
+	disks, err := d.Disks.Disks(d.In.StagingPaths)
+	if err != nil {
+		return []Result{{Check: "pacing", Skip: true, Detail: "not checked: the staging disks are unknown (see staging disks)"}}
+	}
+	w := d.stagingWindow(disks)
+	var out []Result
+	for _, disk := range disks {
+		out = append(out, Result{Check: "pacing " + disk, OK: true, Detail: d.describePacing(w, disk)})
+	}
+	return out
+}
+
+func (d Doctor) describePacing(w window, disk string) string {
+	if slices.Contains(w.cost, disk) {
+		src := d.modelSource(disk)
+		s := "iocost with " + src.String()
+		if src == ModelKernel {
+			s += " (staging.iocost = true, no model for " + disk + " in staging.iocost_models)"
+		}
+		if w.rate == rateFixed {
+			s += "; and " + d.fixedCap()
+		}
+		return s
+	}
+	var s string
+	switch {
+	case w.rate == rateLoop:
+		s = `the write-rate loop (staging.io_write_bandwidth_max = "auto")`
+	case w.rate == rateStart:
+		s = `a fixed write cap at guard.rate_start (staging.io_write_bandwidth_max = "auto" without the guard: no loop)`
+	case w.rate == rateFixed:
+		s = d.fixedCap()
+	case !d.In.WriteRateAuto:
+		s = `no write cap (staging.io_write_bandwidth_max = "")`
+	case len(w.cost) > 0:
+		s = fmt.Sprintf("no write cap: iocost on %s paces the window, and no cap goes on the other disks", strings.Join(w.cost, ", "))
+	default:
+		s = fmt.Sprintf("no write cap: journal orders data (%s); the memory bound and the guard pace staging", strings.Join(w.ordered, "; "))
+	}
+	s += "; not iocost: " + d.whyNoIOCost(w, disk)
+	if w.fsErr != nil && d.In.WriteRateAuto && len(w.cost) == 0 {
+		s += fmt.Sprintf("; file systems unknown (%v), counted as not ordering data, as the stager does", w.fsErr)
+	}
+	return s
+}
+
+func (d Doctor) fixedCap() string {
+	return fmt.Sprintf("a fixed write cap of %g MB/s (staging.io_write_bandwidth_max)", float64(d.In.WriteBandwidthMax)/1e6)
+}
+
+func (d Doctor) whyNoIOCost(w window, disk string) string {
+	switch {
+	case d.In.IOCost == "false":
+		return "staging.iocost = false"
+	case w.costErr != nil:
+		return fmt.Sprintf("the kernel has no iocost (%v)", w.costErr)
+	case d.In.IOCost == "with-model" && len(d.In.IOCostModels) == 0:
+		return `staging.iocost = "with-model" and staging.iocost_models is empty`
+	case d.In.IOCost == "with-model":
+		return "no model for " + disk + " in staging.iocost_models"
+	}
+	return "staging.iocost = " + d.In.IOCost
+}
+
+// iocostModels fails a model the window would never load: one for a disk
+// not behind staging.paths, or for a partition or stacked device (the
+// kernel's io.cost.model takes whole disks, and the stager looks models
+// up by the whole disks it resolved).
+func (d Doctor) iocostModels() Result {
+	const check = "iocost models"
+	names := make([]string, 0, len(d.In.IOCostModels))
+	for n := range d.In.IOCostModels {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var disks []string
+	if len(d.In.StagingPaths) > 0 {
+		var err error
+		if disks, err = d.Disks.Disks(d.In.StagingPaths); err != nil {
+			return Result{Check: check, Skip: true, Detail: "not checked: the staging disks are unknown (see staging disks)"}
+		}
+	}
+	var probs []string
+	for _, n := range names {
+		whole, err := d.Disks.WholeDisks(n)
+		switch {
+		case err == nil && !slices.Equal(whole, []string{n}):
+			probs = append(probs, fmt.Sprintf("staging.iocost_models: %s is not a whole disk but on %s: give the model for the whole disk",
+				n, strings.Join(whole, ", ")))
+		case !slices.Contains(disks, n):
+			probs = append(probs, fmt.Sprintf("staging.iocost_models: %s is not a staging disk (staging.paths are on %s)", n, orNothing(disks)))
+		}
+	}
+	if len(probs) > 0 {
+		return Result{Check: check, Detail: strings.Join(probs, "; ")}
+	}
+	return Result{Check: check, OK: true, Detail: fmt.Sprintf("%s: staging disks", strings.Join(names, ", "))}
+}
+
+func orNothing(disks []string) string {
+	if len(disks) == 0 {
+		return "no disk"
+	}
+	return strings.Join(disks, ", ")
+}
