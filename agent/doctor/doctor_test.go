@@ -119,12 +119,18 @@ type fakeIO struct {
 	costErr    error
 	latency    bool
 	qos, model string
+	learned    map[string]iocost.Learned // by disk
 }
 
 func (f fakeIO) IOCost() error            { return f.costErr }
 func (f fakeIO) IOLatency() (bool, error) { return f.latency, nil }
 func (f fakeIO) InForce(string) (string, string, error) {
 	return f.qos, f.model, nil
+}
+
+func (f fakeIO) Learned(disk, _ string) (iocost.Learned, bool, error) {
+	l, ok := f.learned[disk]
+	return l, ok, nil
 }
 
 func good() Doctor {

@@ -23,6 +23,9 @@ type IOControl interface {
 	// InForce is the disk's io.cost.qos and io.cost.model lines ("":
 	// iocost was never set up on it).
 	InForce(disk string) (qos, model string, err error)
+	// Learned is the model the stager learned on disk and keeps in
+	// stateDir (iocost-learned.json); false when none.
+	Learned(disk, stateDir string) (iocost.Learned, bool, error)
 }
 
 // ioControl reports iocost and io.latency, and the QoS and model in force
@@ -114,6 +117,23 @@ func (s SysfsIOControl) controller() iocost.Controller {
 }
 
 func (s SysfsIOControl) IOCost() error { return s.controller().Available() }
+
+// Learned reads the stager's learned models, as the stager finds the disk
+// in them (iocost.Controller.DiskID).
+func (s SysfsIOControl) Learned(disk, stateDir string) (iocost.Learned, bool, error) {
+	c := s.controller()
+	c.LearnedFile = filepath.Join(stateDir, "iocost-learned.json")
+	set, err := c.LoadLearned()
+	if err != nil {
+		return iocost.Learned{}, false, err
+	}
+	id, err := c.DiskID(disk)
+	if err != nil {
+		return iocost.Learned{}, false, err
+	}
+	l, ok := set.Find(id)
+	return l, ok, nil
+}
 
 // IOLatency looks in system.slice: io.latency exists on non-root cgroups
 // only, and only where the io controller is enabled (io.weight there).

@@ -14,33 +14,38 @@ type ModelSource int
 const (
 	// ModelOperator: the disk's line in staging.iocost_models.
 	ModelOperator ModelSource = iota + 1
-	// ModelKernel: none given, so the window loads none and the model
-	// in force stays (the kernel's own unless someone wrote one).
-	ModelKernel
-	// A model the stager learned and stored in staging's state
-	// directory (iocost-learned.json, being added elsewhere) is one
-	// more source: a constant here, a case in modelSource, and its
-	// words in String.
+	// ModelLearned: none given; the stager learned one in earlier
+	// windows (agent/iocost/learn.go).
+	ModelLearned
+	// ModelSeed: none given or learned yet: the window starts from the
+	// seed and learns the disk.
+	ModelSeed
 )
 
 func (m ModelSource) String() string {
 	switch m {
 	case ModelOperator:
 		return "the operator's model (staging.iocost_models)"
-	case ModelKernel:
-		return "the kernel's own model"
+	case ModelLearned:
+		return "the model learned on this disk"
+	case ModelSeed:
+		return "the seed model, learning this disk in the window"
 	}
 	return fmt.Sprintf("model source %d", int(m))
 }
 
 // modelSource is where disk's model would come from, in the order the
-// stager would take them. The hook for a learned model: read it here
-// from d.In.StateDir and return it where the stager ranks it.
-func (d Doctor) modelSource(disk string) ModelSource {
+// stager takes them (iocost.Plan), and the learned model's line to pin.
+func (d Doctor) modelSource(disk string) (ModelSource, string) {
 	if _, ok := d.In.IOCostModels[disk]; ok {
-		return ModelOperator
+		return ModelOperator, ""
 	}
-	return ModelKernel
+	if d.IO != nil && d.In.StateDir != "" {
+		if l, ok, err := d.IO.Learned(disk, d.In.StateDir); err == nil && ok {
+			return ModelLearned, fmt.Sprintf("%q after %d windows", disk+" "+l.Model, l.Windows)
+		}
+	}
+	return ModelSeed, ""
 }
 
 // rateMode is the window's write cap on the disks iocost is not on.
@@ -131,9 +136,12 @@ func (d Doctor) pacing() []Result {
 
 func (d Doctor) describePacing(w window, disk string) string {
 	if slices.Contains(w.cost, disk) {
-		src := d.modelSource(disk)
+		src, line := d.modelSource(disk)
 		s := "iocost with " + src.String()
-		if src == ModelKernel {
+		if line != "" {
+			s += " (" + line + ")"
+		}
+		if src != ModelOperator {
 			s += " (staging.iocost = true, no model for " + disk + " in staging.iocost_models)"
 		}
 		if w.rate == rateFixed {

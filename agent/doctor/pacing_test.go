@@ -108,8 +108,15 @@ func TestPacingLines(t *testing.T) {
 		{"iocost on every disk, one model", xfs, func(d *Doctor) {
 			d.In.IOCost, d.In.IOCostModels = "true", map[string]iocost.Model{"vdb": m}
 		}, []string{
-			"ok    pacing vda     iocost with the kernel's own model (staging.iocost = true, no model for vda in staging.iocost_models)",
+			"ok    pacing vda     iocost with the seed model, learning this disk in the window (staging.iocost = true, no model for vda in staging.iocost_models)",
 			"ok    pacing vdb     iocost with the operator's model (staging.iocost_models)",
+		}},
+		{"iocost on every disk, one learned", xfs, func(d *Doctor) {
+			d.In.IOCost, d.In.StateDir = "true", "/var/lib/update-agent"
+			d.IO = fakeIO{learned: map[string]iocost.Learned{"vdb": {Disk: "vdb", Model: "rbps=1 rseqiops=2 rrandiops=3 wbps=4 wseqiops=5 wrandiops=6", Windows: 2}}}
+		}, []string{
+			"ok    pacing vda     iocost with the seed model, learning this disk in the window (staging.iocost = true, no model for vda in staging.iocost_models)",
+			`ok    pacing vdb     iocost with the model learned on this disk ("vdb rbps=1 rseqiops=2 rrandiops=3 wbps=4 wseqiops=5 wrandiops=6" after 2 windows) (staging.iocost = true, no model for vdb in staging.iocost_models)`,
 		}},
 		{"a model for one disk only", xfs, func(d *Doctor) {
 			d.In.IOCost, d.In.IOCostModels = "with-model", map[string]iocost.Model{"vda": m}
