@@ -240,3 +240,37 @@ func TestVersionFlag(t *testing.T) {
 		t.Fatalf("--version: exit %d, %q (version: %q), stderr %q", code, out, want, errOut)
 	}
 }
+
+// TestCheckConfigZincatiGraph: on a host with zincati's graph and no
+// updates.source, check-config shows "graph" with the zincati file it came
+// from and says so on stderr; with the source set, neither.
+func TestCheckConfigZincatiGraph(t *testing.T) {
+	for _, tt := range []struct {
+		name, frag, source string
+		derived            bool
+	}{
+		{"source unset", "[lock]\nslots = 1\n", `source = "graph"  # ZFILE`, true},
+		{"source set", "[updates]\nsource = \"origin\"\n", `source = "origin"  # `, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := configRoot(t, map[string]string{"50-x.toml": tt.frag})
+			zf := filepath.Join(root, "usr/lib/zincati/config.d/50-fedora-coreos-cincinnati.toml")
+			if err := os.MkdirAll(filepath.Dir(zf), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(zf, []byte("[cincinnati]\nbase_url = \"https://updates.example\"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, out, errOut := runIn("check-config", "--root", root)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			if want := strings.ReplaceAll(tt.source, "ZFILE", zf); !strings.Contains(out, want) {
+				t.Errorf("stdout lacks %q:\n%s", want, out)
+			}
+			if got := strings.Contains(errOut, "default from the host: updates.source = \"graph\""); got != tt.derived {
+				t.Errorf("stderr says where the default came from: %v, want %v:\n%s", got, tt.derived, errOut)
+			}
+		})
+	}
+}

@@ -44,6 +44,9 @@ func runDaemon(env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	for _, d := range src.Derived {
+		log.Info("configuration default from the host", "default", d)
+	}
 	log.Info("configuration loaded", "fragments", src.Fragments, "masked", src.Masked,
 		"lock_group", cfg.Lock.Group, "reboot_strategy", cfg.Reboot.Strategy)
 
