@@ -12,9 +12,10 @@ import (
 // On Fedora CoreOS the OS's update graph is configured for zincati, not
 // for the agent: [cincinnati] base_url in zincati's TOML fragments
 // (coreos/zincati dist/config.d/50-fedora-coreos-cincinnati.toml). The
-// stream is no key there: zincati reads it from the booted commit
-// (coreos/zincati src/identity/mod.rs, rpm_ostree::updates_stream), as the
-// graph source does while identity.stream is "". An agent whose
+// stream is no key there: zincati reads it from the booted deployment
+// (coreos/zincati src/identity/mod.rs, parse_booted_updates_stream), as
+// the graph source does while identity.stream is "" (and fills a
+// ${stream} in base_url with it, as zincati does). An agent whose
 // configuration does not choose updates.source follows that graph: the
 // ref ("origin") skips the graph's barriers and dead ends.
 

@@ -16,6 +16,9 @@ func (d Doctor) origin(ctx context.Context) (string, error) {
 		return "", err
 	}
 	s := describeOrigin(b, d.In.Source, d.In.Image)
+	if d.In.HostGraphFile != "" && d.In.SourceFile == d.In.HostGraphFile {
+		s += " (no fragment sets updates.source: zincati's graph in " + d.In.HostGraphFile + ")"
+	}
 	if err := offGraph(d.In); err != nil {
 		return "", fmt.Errorf("%s; %w", s, err)
 	}
