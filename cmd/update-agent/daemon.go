@@ -41,11 +41,11 @@ func runDaemon(env *cmdEnv, args []string) error {
 	for _, w := range src.Warnings {
 		log.Warn("configuration", "warning", w)
 	}
-	if err != nil {
-		return err
-	}
 	for _, d := range src.Derived {
 		log.Info("configuration default from the host", "default", d)
+	}
+	if err != nil {
+		return err
 	}
 	log.Info("configuration loaded", "fragments", src.Fragments, "masked", src.Masked,
 		"lock_group", cfg.Lock.Group, "reboot_strategy", cfg.Reboot.Strategy)
