@@ -32,6 +32,9 @@ func Encode(w io.Writer, cfg *Config, src *Sources) error {
 		for lower, upper := range sortedMap(src.Overridden) {
 			fmt.Fprintf(&b, "# overridden: %s by %s\n", lower, upper)
 		}
+		for _, d := range src.Derived {
+			fmt.Fprintf(&b, "# default from the host: %s\n", d)
+		}
 	}
 	rv := reflect.ValueOf(cfg).Elem()
 	rt := rv.Type()

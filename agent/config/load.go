@@ -45,6 +45,10 @@ type Sources struct {
 	// Warnings are problems that do not stop the agent (a file that is not
 	// *.toml, windows set while the strategy ignores them).
 	Warnings []string
+	// Derived says which defaults were taken from the host rather than
+	// built in, and from which file (zincati's update graph): the daemon
+	// logs it, check-config prints it.
+	Derived []string
 }
 
 // File returns the source of a key path; element paths such as
@@ -126,6 +130,7 @@ func load(root, extra string, alone bool) (*Config, *Sources, error) {
 	for _, file := range files {
 		errs = append(errs, mergeFragment(cfg, src, all, file)...)
 	}
+	errs = append(errs, zincatiDefaults(cfg, src, root)...)
 	cfg.src = src
 	verrs, warns := cfg.check(root)
 	src.Warnings = append(src.Warnings, warns...)
@@ -137,9 +142,15 @@ func load(root, extra string, alone bool) (*Config, *Sources, error) {
 // in a later directory replaces the same name in an earlier one, a symlink
 // to /dev/null masks the name, and merge order is by file name.
 func discover(root string, src *Sources) ([]string, []error) {
+	return discoverIn(Paths(root), src)
+}
+
+// discoverIn is discover over dirs, lowest precedence first (zincati's
+// directories follow the same rules).
+func discoverIn(dirs []string, src *Sources) ([]string, []error) {
 	var errs []error
 	winner := map[string]string{}
-	for _, dir := range Paths(root) {
+	for _, dir := range dirs {
 		entries, err := os.ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue

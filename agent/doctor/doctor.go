@@ -108,6 +108,14 @@ type Inputs struct {
 	// line says how the rpm-ostree backend follows the booted origin.
 	Source string
 	Image  string
+	// SourceFile is the file that set updates.source; HostGraph is the
+	// update graph the host's zincati configuration names (HostGraphFile
+	// sets it; "" = none): the origin line fails while Source is not the
+	// graph (origin.go).
+	SourceFile, HostGraph, HostGraphFile string
+	// HostGraphErr: zincati's configuration could not be read (the origin
+	// line fails with it while Source is not the graph).
+	HostGraphErr error
 	// DriverName is the update-driver name the daemon registers with
 	// rpm-ostree: any other registered driver (zincati) fails the check.
 	DriverName string
@@ -151,6 +159,9 @@ type Doctor struct {
 	// Owners, when set, adds the line of the host's other updaters that
 	// could reboot it without a slot (bootc's timer: agent/owner).
 	Owners func(ctx context.Context) (string, error)
+	// MachineConfig, when set, adds the machine-config-daemon's line
+	// (agent/owner.DescribeMCD).
+	MachineConfig func(ctx context.Context) (string, error)
 	// Updates, when set, adds updates.source's line (for the update graph:
 	// its reachability and the booted release's place in it).
 	Updates Updates
@@ -215,6 +226,9 @@ func (d Doctor) Run(ctx context.Context) Report {
 	}
 	if d.Owners != nil {
 		add("bootc updater", d.Owners)
+	}
+	if d.MachineConfig != nil {
+		add("machine config", d.MachineConfig)
 	}
 	if d.Updates != nil {
 		add("update source", d.Updates.Check)

@@ -218,6 +218,14 @@ func TestReport(t *testing.T) {
 		{"backend", func(d *Doctor) {
 			d.Backend = func(context.Context) (string, error) { return "bootc: bootc manages this host", nil }
 		}, []string{"ok    backend        bootc: bootc manages this host"}},
+		{"machine-config-daemon, updates on", func(d *Doctor) {
+			d.MachineConfig = func(context.Context) (string, error) {
+				return "", errors.New("process 1 runs machine-config-daemon: ...")
+			}
+		}, []string{"FAIL  machine config process 1 runs machine-config-daemon"}},
+		{"origin beside zincati's graph", func(d *Doctor) {
+			d.In.Source, d.In.HostGraph = "origin", "https://updates.example"
+		}, []string{"FAIL  origin         ostree ref fedora:fedora/x86_64/coreos/stable; updates.source = origin: upgrade --check (a new base commit), staged by deploy revision=; this host has an update graph"}},
 		{"backend fails", func(d *Doctor) {
 			d.Backend = func(context.Context) (string, error) { return "", errors.New("bootc too old") }
 		}, []string{"FAIL  backend        bootc too old"}},
@@ -295,6 +303,9 @@ func TestReport(t *testing.T) {
 				checks++
 			}
 			if len(d.In.IOCostModels) > 0 {
+				checks++
+			}
+			if d.MachineConfig != nil {
 				checks++
 			}
 			if len(rep) != checks {

@@ -15,7 +15,37 @@ func (d Doctor) origin(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return describeOrigin(b, d.In.Source, d.In.Image), nil
+	s := describeOrigin(b, d.In.Source, d.In.Image)
+	if d.In.HostGraphFile != "" && d.In.SourceFile == d.In.HostGraphFile {
+		s += " (no fragment sets updates.source: zincati's graph in " + d.In.HostGraphFile + ")"
+	}
+	if err := offGraph(d.In); err != nil {
+		return "", fmt.Errorf("%s; %w", s, err)
+	}
+	return s, nil
+}
+
+// offGraph fails a host that has an update graph (Fedora CoreOS: zincati's
+// configuration names one) while updates.source follows something else:
+// the ref or a tag moves past the graph's barriers (releases every node
+// must pass through) and onto its dead ends.
+func offGraph(in Inputs) error {
+	if in.Source == "graph" {
+		return nil
+	}
+	if in.HostGraphErr != nil {
+		return fmt.Errorf("cannot tell whether this host has an update graph that updates.source = %s does not follow: %w", in.Source, in.HostGraphErr)
+	}
+	if in.HostGraph == "" {
+		return nil
+	}
+	how := "rpm-ostree upgrade follows the ref"
+	if in.Source == "image" {
+		how = "a rebase to updates.image follows the tag"
+	}
+	return fmt.Errorf("this host has an update graph (cincinnati.base_url %s in zincati's %s) that updates.source = %s (set in %s) does not follow: "+
+		"%s, skipping the graph's barriers and dead ends; set updates.source = \"graph\" (or remove it: the graph is then the default)",
+		in.HostGraph, in.HostGraphFile, in.Source, in.SourceFile, how)
 }
 
 // imageSignatures are the ways an image reference says how it is verified

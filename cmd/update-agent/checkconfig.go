@@ -63,6 +63,9 @@ func runCheckConfig(env *cmdEnv, args []string) error {
 	for _, w := range src.Warnings {
 		fmt.Fprintf(env.stderr, "warning: %s\n", w)
 	}
+	for _, d := range src.Derived {
+		fmt.Fprintf(env.stderr, "default from the host: %s\n", d)
+	}
 	if err != nil {
 		errs := []error{err}
 		if j, ok := err.(interface{ Unwrap() []error }); ok {

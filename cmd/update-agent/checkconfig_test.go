@@ -240,3 +240,69 @@ func TestVersionFlag(t *testing.T) {
 		t.Fatalf("--version: exit %d, %q (version: %q), stderr %q", code, out, want, errOut)
 	}
 }
+
+// TestCheckConfigZincatiGraph: on a host with zincati's graph and no
+// updates.source, check-config shows "graph" with the zincati file it came
+// from and says so on stderr; with the source set, neither.
+func TestCheckConfigZincatiGraph(t *testing.T) {
+	for _, tt := range []struct {
+		name, frag, source string
+		derived            bool
+	}{
+		{"source unset", "[lock]\nslots = 1\n", `source = "graph"  # ZFILE`, true},
+		{"source set", "[updates]\nsource = \"origin\"\n", `source = "origin"  # `, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := configRoot(t, map[string]string{"50-x.toml": tt.frag})
+			zf := filepath.Join(root, "usr/lib/zincati/config.d/50-fedora-coreos-cincinnati.toml")
+			if err := os.MkdirAll(filepath.Dir(zf), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(zf, []byte("[cincinnati]\nbase_url = \"https://updates.example\"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, out, errOut := runIn("check-config", "--root", root)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			if want := strings.ReplaceAll(tt.source, "ZFILE", zf); !strings.Contains(out, want) {
+				t.Errorf("stdout lacks %q:\n%s", want, out)
+			}
+			if got := strings.Contains(errOut, "default from the host: updates.source = \"graph\""); got != tt.derived {
+				t.Errorf("stderr says where the default came from: %v, want %v:\n%s", got, tt.derived, errOut)
+			}
+		})
+	}
+}
+
+// TestDaemonLogsZincatiDefault: the daemon's journal says where a default
+// taken from the host came from, before anything else can stop it (here a
+// bad key: exit 78 after the line).
+func TestDaemonLogsZincatiDefault(t *testing.T) {
+	for _, tt := range []struct {
+		name, zincati string
+		logged        bool
+	}{
+		{"zincati's graph", "[cincinnati]\nbase_url = \"https://updates.example\"\n", true},
+		{"no graph", "[identity]\ngroup = \"default\"\n", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := configRoot(t, map[string]string{"50-x.toml": "[lock]\nslots = 0\n"})
+			zf := filepath.Join(root, "usr/lib/zincati/config.d/50-fedora-coreos-cincinnati.toml")
+			if err := os.MkdirAll(filepath.Dir(zf), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(zf, []byte(tt.zincati), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, _, errOut := runIn("daemon", "--root", root)
+			if code != exitBadConfig {
+				t.Fatalf("exit %d, want %d: %s", code, exitBadConfig, errOut)
+			}
+			line := `configuration default from the host" default="updates.source = \"graph\" (not set by any fragment) from zincati's configuration ` + zf
+			if got := strings.Contains(errOut, line); got != tt.logged {
+				t.Errorf("logged %v, want %v:\n%s", got, tt.logged, errOut)
+			}
+		})
+	}
+}

@@ -41,6 +41,9 @@ func runDaemon(env *cmdEnv, args []string) error {
 	for _, w := range src.Warnings {
 		log.Warn("configuration", "warning", w)
 	}
+	for _, d := range src.Derived {
+		log.Info("configuration default from the host", "default", d)
+	}
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/update-agent/update-agent/agent/etcdmember"
 	"github.com/update-agent/update-agent/agent/logging"
 	"github.com/update-agent/update-agent/agent/oplog"
+	"github.com/update-agent/update-agent/agent/owner"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 )
 
@@ -37,7 +38,7 @@ func runDoctor(env *cmdEnv, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, _, err := loadConfig(*root)
+	cfg, src, err := loadConfig(*root)
 	if err != nil {
 		return err
 	}
@@ -99,6 +100,16 @@ func runDoctor(env *cmdEnv, args []string) error {
 	d.Gates = chk
 	d.Backend = func(ctx context.Context) (string, error) { return describeBackend(ctx, cfg, log) }
 	d.Owners = func(ctx context.Context) (string, error) { return describeOwners(ctx, cfg) }
+	d.In.SourceFile = src.File("updates.source")
+	g, err := config.ReadZincati(*root)
+	d.In.HostGraph, d.In.HostGraphFile, d.In.HostGraphErr = g.BaseURL, g.File, err
+	d.MachineConfig = func(context.Context) (string, error) {
+		signs, err := owner.MCD{Root: *root, Proc: procRoot(*root)}.Signs()
+		if err != nil {
+			return "", err
+		}
+		return owner.DescribeMCD(signs, cfg.Updates.Enabled, src.File("updates.enabled"))
+	}
 	rep := d.Run(context.Background())
 	write := rep.Write
 	if *asJSON {

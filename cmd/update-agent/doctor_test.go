@@ -58,9 +58,38 @@ paths = []
 		"ok    io control     iocost: no (the kernel has no iocost (no io.cost.qos in the root cgroup)); io.latency: unknown", // staging.iocost is opt-in
 		"ok    reboot lock    group default: 0 of 1 slot(s) held, 0 waiting",
 		"ok    reboot gates   etcd-alarms: no active etcd alarm",
+		"ok    machine config no machine-config-daemon on this host",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor output lacks %q", want)
+		}
+	}
+
+	// Fedora CoreOS's graph beside updates.source = "origin", and the
+	// machine-config-daemon's state directory with updates.enabled: both
+	// fail, naming the keys to set.
+	offGraph := configRoot(t, map[string]string{"50-test.toml": conf(bin.RpmOstree, m0.ClientURL) + "[updates]\nsource = \"origin\"\n"})
+	for p, c := range map[string]string{"etc/zincati/config.d/50-fedora-coreos-cincinnati.toml": "[cincinnati]\nbase_url = \"https://updates.example\"\n",
+		"etc/machine-config-daemon/currentconfig": "{}"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(offGraph, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(offGraph, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, stderr = runIn("doctor", "--root", offGraph)
+	if code != exitFailure || !strings.Contains(stderr, "doctor: 2 check(s) failed") {
+		t.Errorf("off the graph, under the MCO: exit %d, want %d with 2 failed checks:\n%s%s", code, exitFailure, out, stderr)
+	}
+	for _, want := range []string{
+		"FAIL  origin         ostree ref ", "this host has an update graph (cincinnati.base_url https://updates.example in zincati's " +
+			filepath.Join(offGraph, "etc/zincati/config.d/50-fedora-coreos-cincinnati.toml") + ") that updates.source = origin (set in " +
+			filepath.Join(offGraph, etcConfD, "50-test.toml") + ") does not follow",
+		"FAIL  machine config " + filepath.Join(offGraph, "etc/machine-config-daemon") + " exists: ", "set updates.enabled = false (now true, from default)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor output lacks %q:\n%s", want, out)
 		}
 	}
 
