@@ -166,6 +166,7 @@ type run struct {
 	panels            []report.Panel // of the disk being measured (first repetition)
 	fioCDF, etcdCDF   []report.Curve
 	reboots           []Reboot // the ostree guest's timed reboots
+	again             bool     // measuring a noisy repetition again: no second panel or curve
 }
 
 // runOne runs one repetition of one scenario and adds its rows, log, note
@@ -204,7 +205,7 @@ func (r *run) runOne(ctx context.Context, d Disk, sc Scenario, rep int) error {
 			return err
 		}
 	}
-	if rep == 1 {
+	if rep == 1 && !r.again {
 		p, err := m.Panel()
 		if err != nil {
 			return err

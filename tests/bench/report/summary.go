@@ -153,6 +153,11 @@ func (t Table) WriteSummary(w io.Writer) error {
 			return err
 		}
 	}
+	for _, n := range t.NoisyAlone() {
+		if _, err := fmt.Fprintf(w, "noisy alone repetition (its ratios use the other repetitions' alone medians): %s\n", n); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -96,9 +96,11 @@ func ratio(a, b time.Duration, ok bool) float64 {
 	return float64(a) / float64(b)
 }
 
-// Ratios compares r with (a) and (b) of its disk, load and repetition.
+// Ratios compares r with (a) and (b) of its disk, load and repetition
+// ((a)'s p99 and max taken from the other repetitions where that (a) is
+// noise: NoisyAlone).
 func (t Table) Ratios(r Row) Ratios {
-	a, okA := t.find(r.Disk, r.Load, ScenarioAlone, r.Rep)
+	a, okA := t.aloneFor(r.Disk, r.Load, r.Rep)
 	b, okB := t.find(r.Disk, r.Load, ScenarioNaive, r.Rep)
 	return Ratios{
 		P99VsAlone:      ratio(r.P99, a.P99, okA),
