@@ -189,4 +189,3 @@ func (r *run) remeasureNoisyAlone(ctx context.Context, t *testing.T, d Disk) {
 		r.writeResults(t)
 	}
 }
-
