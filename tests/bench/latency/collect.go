@@ -25,6 +25,9 @@ type Measured struct {
 	Rep      int // repetition, from 1
 	PutRate  int
 	Window   Window // zero when nothing was staged
+	// AloneIO is what the disk did while the loads ran alone ((a) only):
+	// their I/O rate, which a staging's floor subtracts.
+	AloneIO  report.DiskIO
 	Loads    Loads
 	FioJSON  []byte
 	FioLat   []byte // --write_lat_log of the fio job
@@ -112,6 +115,12 @@ func (m Measured) Rows() ([]report.Row, error) {
 			return nil, fmt.Errorf("%s/%s: %w", m.Disk.Name, m.Scenario.ID, err)
 		}
 	}
+	io := m.Window.IO
+	if m.Scenario.Stager == NoStaging {
+		io = m.AloneIO
+	}
+	lim := report.Limits{IOPS: float64(m.Disk.IOPS), BPS: float64(m.Disk.BPS)}
+	row.IO, row.Limits, erow.IO, erow.Limits = io, lim, io, lim
 	return []report.Row{row, erow}, nil
 }
 

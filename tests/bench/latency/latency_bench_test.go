@@ -291,7 +291,9 @@ func runScenario(ctx context.Context, g Guest, l Layout, d Disk, sc Scenario, pl
 	time.Sleep(5 * time.Second)
 	if sc.Stager == NoStaging {
 		logf("%s/%s: loads alone for %v", d.Name, sc.ID, plan.AloneFor)
-		time.Sleep(plan.AloneFor)
+		if m.AloneIO, err = aloneIO(ctx, g, l, plan.AloneFor); err != nil {
+			return Measured{}, err
+		}
 	} else {
 		logf("%s/%s: staging", d.Name, sc.ID)
 		if m.Window, err = Stage(ctx, g, l, sc); err != nil {

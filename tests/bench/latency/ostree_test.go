@@ -150,11 +150,12 @@ func TestRebootTable(t *testing.T) {
 }
 
 func TestParseWindow(t *testing.T) {
-	w, err := parseWindow("No upgrade\n100 2000 900 4048\n")
-	if err != nil || w.Start != 100 || w.End != 900 || w.Written != 2048*512 {
-		t.Errorf("window %+v %v", w, err)
+	w, err := parseWindow("No upgrade\n100 10 80 20 2000 900 15 90 120 4048\n")
+	want := report.DiskIO{IOs: 5 + 100, Bytes: (10 + 2048) * 512, Span: 800}
+	if err != nil || w.Start != 100 || w.End != 900 || w.Written != 2048*512 || w.IO != want {
+		t.Errorf("window %+v %v, want IO %+v", w, err, want)
 	}
-	for _, bad := range []string{"", "100 900", "a b c d", "1 2 3 4 5"} {
+	for _, bad := range []string{"", "100 900", "a b c d", "1 2 3 4 5", "100 2000 900 4048"} {
 		if _, err := parseWindow(bad); err == nil {
 			t.Errorf("parseWindow(%q) accepted", bad)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"github.com/update-agent/update-agent/tests/bench/report"
 	"strconv"
 	"strings"
 	"time"
@@ -36,20 +37,27 @@ type Window struct {
 	// (/sys/block/DEV/stat), all writers together: on the ostree guest,
 	// about the update's size when every object was pulled again.
 	Written int64
+	// IO is every read and write the disk did in the window, all
+	// processes together: qemu's throttle counts both (iops-total,
+	// bps-total), and so does the staging's physical floor.
+	IO report.DiskIO
 }
 
 // Duration of the window.
 func (w Window) Duration() time.Duration { return time.Duration(w.End - w.Start) }
 
-// parseWindow reads the last line of a staging command's output: its
-// start and end (Unix ns) and the measured disk's sectors written before
-// and after (/sys/block/DEV/stat's seventh field).
+// stampFields are a stamp's: the time (Unix ns), then /sys/block/DEV/stat's
+// reads completed, sectors read, writes completed, sectors written.
+const stampFields = 5
+
+// parseWindow reads the last line of a staging command's output: two
+// stamps, before and after.
 func parseWindow(out string) (Window, error) {
 	f := strings.Fields(lastLine(out))
-	if len(f) != 4 {
+	if len(f) != 2*stampFields {
 		return Window{}, fmt.Errorf("staging window: %q", out)
 	}
-	var v [4]int64
+	var v [2 * stampFields]int64
 	for i := range v {
 		n, err := strconv.ParseInt(f[i], 10, 64)
 		if err != nil {
@@ -57,12 +65,42 @@ func parseWindow(out string) (Window, error) {
 		}
 		v[i] = n
 	}
-	return Window{Start: v[0], End: v[2], Written: (v[3] - v[1]) * 512}, nil
+	a, b := v[:stampFields], v[stampFields:]
+	return Window{Start: a[0], End: b[0], Written: (b[4] - a[4]) * 512,
+		IO: report.DiskIO{IOs: (b[1] - a[1]) + (b[3] - a[3]), Bytes: ((b[2] - a[2]) + (b[4] - a[4])) * 512,
+			Span: time.Duration(b[0] - a[0])}}, nil
 }
 
-// stamp prints the time (Unix ns) and the sectors the disk dev wrote.
+// stamp prints the time (Unix ns) and the disk dev's reads, sectors read,
+// writes and sectors written.
 func stamp(dev string) string {
-	return `echo $(date +%s%N) $(awk '{print $7}' /sys/block/` + dev + `/stat)`
+	return `echo $(date +%s%N) $(awk '{print $1, $3, $5, $7}' /sys/block/` + dev + `/stat)`
+}
+
+// DiskStamp reads the guest's clock and l's disk counters (stamp).
+func DiskStamp(ctx context.Context, g Guest, l Layout) (string, error) {
+	out, err := sh(ctx, g, stamp(l.Dev))
+	return strings.TrimSpace(out), err
+}
+
+// IOBetween is what the disk did between two DiskStamps.
+func IOBetween(a, b string) (report.DiskIO, error) {
+	w, err := parseWindow(a + " " + b)
+	return w.IO, err
+}
+
+// aloneIO is what the disk did over d with the loads alone.
+func aloneIO(ctx context.Context, g Guest, l Layout, d time.Duration) (report.DiskIO, error) {
+	t0, err := DiskStamp(ctx, g, l)
+	if err != nil {
+		return report.DiskIO{}, err
+	}
+	time.Sleep(d)
+	t1, err := DiskStamp(ctx, g, l)
+	if err != nil {
+		return report.DiskIO{}, err
+	}
+	return IOBetween(t0, t1)
 }
 
 // Stage stages the update as scenario s says and returns the window.

@@ -69,6 +69,9 @@ type SummaryRow struct {
 	// it ran flat out); AgentCPU the agent's CPU seconds, CPUShare them
 	// over the staging time (share of one core).
 	Achieved, AgentCPU, CPUShare Spread
+	// Floor is the staging's physical floor (s, FloorSeconds) and
+	// Efficiency the floor over the staging time.
+	Floor, Efficiency Spread
 }
 
 // Summary groups the rows by disk, load and scenario, in the order first
@@ -122,13 +125,27 @@ func (t Table) Summary() []SummaryRow {
 			CPUShare: col(func(r Row, _ Ratios) float64 {
 				return nz(r.AgentCPU, nz(r.Staging, r.AgentCPU.Seconds()/r.Staging.Seconds()))
 			}),
+			Floor: col(func(r Row, _ Ratios) float64 { return nz(r.Staging, t.floor(r)) }),
+			Efficiency: col(func(r Row, _ Ratios) float64 {
+				return nz(r.Staging, t.floor(r)/r.Staging.Seconds())
+			}),
 		})
 	}
 	return out
 }
 
 var summaryHeader = []string{"disk", "load", "scenario", "reps", "p99_ms", "max_ms", "p99/a", "max/a", "p99/b",
-	"setup_s", "setup_p99/a", "staging_s", "staging/b", "achieved/asked", "agent_cpu_s"}
+	"setup_s", "setup_p99/a", "staging_s", "staging/b", "floor_s", "efficiency", "achieved/asked", "agent_cpu_s"}
+
+// floor is r's staging floor against its repetition's (a) (the measured
+// (a), noisy or not: the loads' I/O rate, not their latency).
+func (t Table) floor(r Row) float64 {
+	a, ok := t.find(r.Disk, r.Load, ScenarioAlone, r.Rep)
+	if !ok {
+		return math.NaN()
+	}
+	return FloorSeconds(r.IO, a.IO, r.Limits)
+}
 
 // WriteSummary prints the summary (median [min-max] over the repetitions)
 // aligned for a terminal or a markdown code block, then the targets.
@@ -143,7 +160,7 @@ func (t Table) WriteSummary(w io.Writer) error {
 		fmt.Fprintln(tw, strings.Join([]string{s.Disk, s.Load, s.Scenario, strconv.Itoa(s.Reps),
 			s.P99.format(1), maxCell, s.P99VsAlone.format(2), s.MaxVsAlone.format(2), s.P99VsNaive.format(2),
 			s.Setup.format(2), s.SetupP99VsAlone.format(2), s.Staging.format(1), s.StageVsNaive.format(2),
-			s.Achieved.format(3), s.AgentCPU.format(1)}, "\t")+"\t")
+			s.Floor.format(1), s.Efficiency.format(2), s.Achieved.format(3), s.AgentCPU.format(1)}, "\t")+"\t")
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -64,6 +64,10 @@ type Row struct {
 	// MaxOver says the largest observation was above every finite bucket:
 	// Max is then the largest finite bound, a lower bound.
 	MaxOver bool
+	// IO is what the measured disk did during the staging window, or
+	// during (a)'s measurement; Limits the disk's throttle (0: unknown).
+	IO     DiskIO
+	Limits Limits
 }
 
 // Ratios are a row's figures divided by its baseline rows'. NaN where the
@@ -131,7 +135,7 @@ func TypicalWorst(p99s []time.Duration, k int) time.Duration {
 }
 
 var header = []string{"disk", "load", "scenario", "rep", "setup_s", "setup_p99_ms", "staging_s", "agent_cpu_s",
-	"fdatasyncs", "per_s", "asked_per_s", "p50_ms", "p99_ms", "p99.9_ms", "max_ms", "p99/a", "max/a", "p99/b", "staging/b"}
+	"fdatasyncs", "per_s", "asked_per_s", "p50_ms", "p99_ms", "p99.9_ms", "max_ms", "p99/a", "max/a", "p99/b", "staging/b", "floor_s", "efficiency"}
 
 func fmtMS(d time.Duration) string { return strconv.FormatFloat(d.Seconds()*1000, 'f', 2, 64) }
 
@@ -172,9 +176,17 @@ func (t Table) fields(r Row) []string {
 	if r.AgentCPU > 0 {
 		cpu = strconv.FormatFloat(r.AgentCPU.Seconds(), 'f', 2, 64)
 	}
+	floor, eff := "-", "-"
+	if r.Staging > 0 {
+		f := t.floor(r)
+		floor, eff = strconv.FormatFloat(f, 'f', 1, 64), num(f/r.Staging.Seconds())
+		if math.IsNaN(f) {
+			floor = "-"
+		}
+	}
 	return []string{r.Disk, r.Load, r.Scenario, strconv.Itoa(r.Rep), setup, setupP99, stage, cpu,
 		strconv.FormatInt(r.N, 10), rate, asked, fmtMS(r.P50), fmtMS(r.P99), fmtMS(r.P999), max,
-		num(q.P99VsAlone), num(q.MaxVsAlone), num(q.P99VsNaive), num(q.StageVsNaive)}
+		num(q.P99VsAlone), num(q.MaxVsAlone), num(q.P99VsNaive), num(q.StageVsNaive), floor, eff}
 }
 
 // WriteText prints the table aligned for a terminal.

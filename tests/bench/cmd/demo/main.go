@@ -93,13 +93,23 @@ func run() error {
 
 	say("baseline: etcd under %d puts/s and an etcd-like fio job at %d fdatasync/s, nothing staged, 30 s", putRate, disk.FioRate)
 	alone, err := measure(ctx, g, "/var/tmp/bench/demo-alone", job, func() (latency.Window, error) {
+		t0, err := latency.DiskStamp(ctx, g, latency.Plain)
+		if err != nil {
+			return latency.Window{}, err
+		}
 		time.Sleep(30 * time.Second)
-		return latency.Window{}, nil
+		t1, err := latency.DiskStamp(ctx, g, latency.Plain)
+		if err != nil {
+			return latency.Window{}, err
+		}
+		io, err := latency.IOBetween(t0, t1)
+		return latency.Window{IO: io}, err
 	})
 	if err != nil {
 		return err
 	}
 	alone.Scenario = latency.Scenario{ID: report.ScenarioAlone}
+	alone.AloneIO = alone.Window.IO // the loads' own I/O rate, for the staging's floor
 
 	if err := writeAgentConfig(ctx, g); err != nil {
 		return err
@@ -112,10 +122,24 @@ func run() error {
 		}
 		fmt.Sscan(strings.TrimSpace(out), &since)
 		say("systemctl start update-agent: the agent takes it from here (following its journal)")
+		t0, err := latency.DiskStamp(ctx, g, latency.Plain)
+		if err != nil {
+			return latency.Window{}, err
+		}
 		if _, err := sh(ctx, g, "systemctl start update-agent"); err != nil {
 			return latency.Window{}, err
 		}
-		return followUntilStaged(ctx, g)
+		w, err := followUntilStaged(ctx, g)
+		if err != nil {
+			return w, err
+		}
+		// From the start to the journal's staged: the staging's I/O,
+		// and the floor it is measured against.
+		t1, err := latency.DiskStamp(ctx, g, latency.Plain)
+		if err == nil {
+			w.IO, err = latency.IOBetween(t0, t1)
+		}
+		return w, err
 	})
 	if err != nil {
 		return err
