@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"time"
@@ -124,6 +125,15 @@ func (s *Stager) applyIOCost(ctx context.Context, j *journal, w *iocostWindow) e
 	if err := s.iocost.Apply(w.plans); err != nil {
 		return err
 	}
+	etcdWeight := "its own (left alone)"
+	if s.o.EtcdUnit != "" && s.o.IOCost.EtcdIOWeight > 0 {
+		etcdWeight = fmt.Sprint(s.o.IOCost.EtcdIOWeight)
+	}
+	// iocost shares a disk by weight among siblings: say who is weighted,
+	// and that every other cgroup keeps its own share.
+	s.log.Info("iocost weights for the staging window", "staging_unit", s.o.StagingUnit, "daemon_unit", s.o.DaemonUnit,
+		"stager_io_weight", s.o.IOCost.IOWeight, "etcd_unit", s.o.EtcdUnit, "etcd_io_weight", etcdWeight,
+		"others", "their own IOWeight (systemd's default 100)")
 	if s.o.EtcdUnit != "" && s.o.IOCost.EtcdIOWeight > 0 {
 		if err := s.setRuntime(ctx, j, s.o.EtcdUnit, systemd.Policy{IOWeight: s.o.IOCost.EtcdIOWeight}.CgroupProperties()...); err != nil {
 			// The controller still favours etcd's latency over the

@@ -122,7 +122,8 @@ func TestRunUnderIOCost(t *testing.T) {
 		t.Errorf("the daemon's write rate was set %d times", n)
 	}
 	for _, want := range []string{`latency_source="etcd's WAL fsync p99 before the window 32ms x 1.30 / 2"`,
-		`model_source="seed (nothing learned on this disk yet)"`, `under iocost: no cap`} {
+		`model_source="seed (nothing learned on this disk yet)"`, `under iocost: no cap`,
+		`msg="iocost weights for the staging window" staging_unit=` + stagingUnit, `stager_io_weight=1`, `etcd_io_weight=10000`} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %s:\n%s", want, logs.String())
 		}
