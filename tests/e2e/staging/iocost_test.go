@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/update-agent/update-agent/agent/iocost"
 	"github.com/update-agent/update-agent/tests/guest"
 )
 
@@ -66,14 +67,21 @@ func dataDiskModel() (conf, shown string) {
 	return `iocost_models = ["` + dataDisk() + " " + m + `"]`, "ctrl=user model=linear " + m
 }
 
-// assertCostWindow checks iocost on the data disk, with the model shown
-// as model (a prefix), and the weights while the staging unit runs.
-func assertCostWindow(t *testing.T, g *guest.Guest, model string) {
+// Window QoS lines: no etcd metrics in the guest, so the default 20 ms
+// target; vrate up to 150 % on a given model, 1000 % on the seed.
+const (
+	givenQoS  = "enable=1 ctrl=user rpct=95.00 rlat=20000 wpct=95.00 wlat=20000 min=5.00 max=150.00"
+	seededQoS = "enable=1 ctrl=user rpct=95.00 rlat=20000 wpct=95.00 wlat=20000 min=5.00 max=1000.00"
+)
+
+// assertCostWindow checks iocost on the data disk, with the QoS and the
+// model shown as wantQoS and model (prefixes), and the weights while the
+// staging unit runs.
+func assertCostWindow(t *testing.T, g *guest.Guest, wantQoS, model string) {
 	t.Helper()
 	qos, inForce := costLines(t, g)
-	if !strings.HasPrefix(qos, "enable=1 ctrl=user rpct=95.00 rlat=20000 wpct=95.00 wlat=20000 min=5.00 max=150.00") {
-		// No etcd metrics in the guest: the default target, 20 ms.
-		t.Errorf("io.cost.qos while staging: %q, want enabled with the default 20 ms target", qos)
+	if !strings.HasPrefix(qos, wantQoS) {
+		t.Errorf("io.cost.qos while staging: %q, want %q", qos, wantQoS)
 	}
 	if !strings.HasPrefix(inForce, model) {
 		t.Errorf("io.cost.model while staging: %q, want %q", inForce, model)
@@ -103,11 +111,14 @@ func assertCostRestored(t *testing.T, g *guest.Guest, daemonWeight, etcdWeight s
 	}
 }
 
-// TestIOCostWindow stages under iocost: on for the window, put back after.
+// TestIOCostWindow stages under iocost with no model given: the window
+// starts from the seed, learns the disk from the kernel's vrate (the pull
+// delay keeps it over iocost.MinLearnWindow), and is put back after.
 func TestIOCostWindow(t *testing.T) {
 	g := setup(t)
 	iocostOn(t, g, "iocost = true")
-	pullDelay(t, g)
+	g.MustRun(t, "rm -f /var/lib/update-agent/iocost-learned.json")
+	pullDelayFor(t, g, "40s")
 	assertCostOff(t, g, "before staging")
 	b := snapshot(t, g)
 	etcdWeight := show(t, g, etcdStandin, "IOWeight")["IOWeight"]
@@ -115,7 +126,8 @@ func TestIOCostWindow(t *testing.T) {
 
 	startStageOnce(t, g)
 	waitStagingUnit(t, g)
-	assertCostWindow(t, g, "ctrl=auto ") // none configured: the kernel's auto model
+	seed := strings.TrimPrefix(iocost.Seed.Line("x"), "x ")
+	assertCostWindow(t, g, seededQoS, seed) // none configured or learned: the seed
 	if st := waitStageOnce(t, g, 15*time.Minute); st != "0" {
 		t.Fatalf("stage-once exited %s; journal:\n%s", st, g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager | tail -60"))
 	}
@@ -138,7 +150,11 @@ func TestIOCostWindow(t *testing.T) {
 		str := func(k string) string { v, _ := e[k].(string); return v }
 		switch str("SUMMARY") {
 		case "iocost on for the staging window":
-			seen["model"] = strings.HasPrefix(str("MODEL_SOURCE"), "the model in force")
+			seen["model"] = strings.HasPrefix(str("MODEL_SOURCE"), "seed")
+		case "iocost model learned":
+			// The kernel's vrate, read from the root cgroup's io.stat,
+			// times the seed: the line to pin names the disk.
+			seen["learned"] = strings.HasPrefix(str("MODEL"), dataDisk()+" rbps=") && str("VRATE_PCT") != ""
 		case "iocost QoS for the staging window":
 			seen["target"] = str("LATENCY_SOURCE") == "default (no etcd baseline)"
 		case "iocost restored after the staging window":
@@ -147,10 +163,14 @@ func TestIOCostWindow(t *testing.T) {
 			seen["summary"] = str("IOCOST") == "true"
 		}
 	}
-	for _, k := range []string{"model", "target", "restored", "summary"} {
+	for _, k := range []string{"model", "learned", "target", "restored", "summary"} {
 		if !seen[k] {
-			t.Errorf("journal lacks the %s line (or its field); journal:\n%s", k, g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager -o verbose | grep -E 'MESSAGE=iocost|MODEL_SOURCE|LATENCY_SOURCE|IOCOST=' | tail -20"))
+			t.Errorf("journal lacks the %s line (or its field); journal:\n%s", k, g.MustRun(t, "journalctl -u "+onceUnit+" --no-pager -o verbose | grep -E 'MESSAGE=iocost|MODEL_SOURCE|LATENCY_SOURCE|IOCOST=|VRATE' | tail -20"))
 		}
+	}
+	// Kept for the next window, by the disk's serial or name and size.
+	if l := g.MustRun(t, "cat /var/lib/update-agent/iocost-learned.json"); !strings.Contains(l, `"disk": "`+dataDisk()+`"`) || !strings.Contains(l, `"windows": 1`) {
+		t.Errorf("iocost-learned.json after the window:\n%s", l)
 	}
 }
 
@@ -172,7 +192,7 @@ func TestIOCostRestoredAfterKill(t *testing.T) {
 
 	startStageOnce(t, g)
 	waitStagingUnit(t, g)
-	assertCostWindow(t, g, model)
+	assertCostWindow(t, g, givenQoS, model)
 	g.MustRun(t, "systemctl kill -s KILL "+onceUnit)
 	if !poll(time.Minute, func() bool { return show(t, g, onceUnit, "SubState")["SubState"] == "failed" }) {
 		t.Fatal("stage-once survived SIGKILL")

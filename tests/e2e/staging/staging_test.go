@@ -83,10 +83,13 @@ func TestStagingPolicyWindow(t *testing.T) {
 
 // pullDelay holds each pull of the stand-in's daemon a while so the
 // staging window can be looked at.
-func pullDelay(t *testing.T, g *guest.Guest) {
+func pullDelay(t *testing.T, g *guest.Guest) { pullDelayFor(t, g, "15s") }
+
+// pullDelayFor is pullDelay for d (a systemd time span).
+func pullDelayFor(t *testing.T, g *guest.Guest, d string) {
 	t.Helper()
 	g.MustRun(t, "mkdir -p /etc/systemd/system/rpm-ostreed.service.d && "+
-		"printf '[Service]\\nEnvironment=RPMOSTREE_STANDIN_TEST_PULL_DELAY=15s\\n' >/etc/systemd/system/rpm-ostreed.service.d/50-e2e-delay.conf && "+
+		"printf '[Service]\\nEnvironment=RPMOSTREE_STANDIN_TEST_PULL_DELAY="+d+"\\n' >/etc/systemd/system/rpm-ostreed.service.d/50-e2e-delay.conf && "+
 		"systemctl daemon-reload")
 	t.Cleanup(func() {
 		g.MustRun(t, "rm -f /etc/systemd/system/rpm-ostreed.service.d/50-e2e-delay.conf && systemctl daemon-reload && systemctl restart rpm-ostreed")
