@@ -236,6 +236,11 @@ func IOCostScenarios(d Disk) []Scenario {
 	return []Scenario{
 		{ID: "i-iocost-model", Stager: Agent, AgentConfig: models},
 		IOCostLearnEtcdOwnWeight,
+		// What one staging request costs etcd on a journal that orders
+		// data: smaller requests (a fsync queued behind one waits for
+		// it), and less dirty data for a commit to write first.
+		{ID: "i-iocost-learn-maxsect-64", Stager: Agent, AgentConfig: "[staging]\niocost = true\nmax_sectors_kb = 64\n"},
+		{ID: "i-iocost-learn-mem8M", Stager: Agent, AgentConfig: "[staging]\niocost = true\nmemory_high = \"8M\"\n"},
 		{ID: "i-iocost-model-over4x", Stager: Agent, AgentConfig: scaled(4)},
 		{ID: "i-iocost-model-under4x", Stager: Agent, AgentConfig: scaled(0.25)},
 		// The issue harness's 20 ms target instead of the one derived from
