@@ -1,6 +1,7 @@
 package fleetlock_test
 
 import (
+	"encoding/json"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -143,9 +144,10 @@ func TestLocalMemberZincatiWaitsForMemberSlot(t *testing.T) {
 	}
 }
 
-// TestLocalMemberZincatiMovesLeadership: this host's member leads; its
-// zincati's pre-reboot returns 200 only once another member leads, as the
-// real cluster reports right at the answer.
+// TestLocalMemberZincatiMovesLeadership: this host's member leads. While
+// another member's node has an update announced, its zincati is not even
+// queued (followers first); then its pre-reboot returns 200 only once
+// another member leads, as the real cluster reports right at the answer.
 func TestLocalMemberZincatiMovesLeadership(t *testing.T) {
 	f := newFixture(t, 3)
 	lead := f.c.LeaderIndex()
@@ -153,7 +155,24 @@ func TestLocalMemberZincatiMovesLeadership(t *testing.T) {
 		t.Fatal("no leader")
 	}
 	hs := f.localServer(lead, 2)
+	other := f.follower(lead)
+	ann, _ := json.Marshal(lock.Announcement{Node: "cp-other", Member: f.c.Members[other].Name, Target: "c1"})
+	key := lock.PendingPrefix(prefix, "default") + "cp-other"
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := f.cli.Put(ctx, key, string(ann)); err != nil {
+		t.Fatal(err)
+	}
 	a := postFrom(t, localSource, hs.URL, fleetlock.PathPreReboot, localID, "default")
+	if a.ok() || a.Kind != string(fleetlock.KindMemberUnsafe) || !strings.Contains(a.Value, "updates after "+f.c.Members[other].Name) {
+		t.Fatalf("leader with member %s pending: got %+v, want failed_lock_member_unsafe (followers first)", f.c.Members[other].Name, a)
+	}
+	if h := f.holders(t, "default"); len(h) != 0 || f.c.LeaderIndex() != lead {
+		t.Fatalf("leader queued (%v) or moved (%d) while a follower is pending", h, f.c.LeaderIndex())
+	}
+	if _, err := f.cli.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	a = postFrom(t, localSource, hs.URL, fleetlock.PathPreReboot, localID, "default")
 	now := f.c.LeaderIndex()
 	if !a.ok() {
 		t.Fatalf("leader's zincati: got %+v, want a grant after the move", a)
