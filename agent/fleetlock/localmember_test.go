@@ -210,3 +210,18 @@ func TestLocalMemberOthersRefused(t *testing.T) {
 		t.Errorf("serve_local_member off: got %+v, want client_is_etcd_member", a)
 	}
 }
+
+// TestLocalMemberZincatiRefusedAlone: a 1-member cluster loses quorum with
+// any reboot of its member: without etcd.allow_quorum_loss its zincati is
+// refused and not even queued, so it blocks nobody.
+func TestLocalMemberZincatiRefusedAlone(t *testing.T) {
+	f := newFixture(t, 1)
+	hs := f.localServer(0, 2)
+	a := postFrom(t, localSource, hs.URL, fleetlock.PathPreReboot, localID, "default")
+	if a.ok() || a.Kind != string(fleetlock.KindMemberUnsafe) || !strings.Contains(a.Value, "allow_quorum_loss") {
+		t.Fatalf("lone member: got %+v, want failed_lock_member_unsafe naming etcd.allow_quorum_loss", a)
+	}
+	if g, m := f.holders(t, "default"), f.holders(t, lock.MembersGroup); len(g)+len(m) != 0 {
+		t.Fatalf("refused but queued: group %v, member slot %v", g, m)
+	}
+}

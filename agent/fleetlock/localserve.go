@@ -74,10 +74,18 @@ func (s *Server) preRebootLocal(ctx context.Context, p Params, c Client, member 
 		if err != nil {
 			return errorf(KindFailedLock, "%v", err)
 		}
-		d := etcdmember.MayAcquire(lm.Policy, etcdmember.Situation{Local: member, Health: h, PendingMembers: pending})
+		sit := etcdmember.Situation{Local: member, Health: h, PendingMembers: pending}
+		d := etcdmember.MayAcquire(lm.Policy, sit)
 		if e := MemberAnswer(member, d); e != nil {
 			s.log.Info("FleetLock: this host's etcd member may not queue yet", "id", p.ID, "member", member, "reason", d.Reason)
 			return e
+		}
+		// A cluster too small to lose the member: queueing would only
+		// block the others.
+		if d := etcdmember.MayReboot(lm.Policy, sit); d.Verdict == etcdmember.Refuse {
+			s.log.Warn("FleetLock: this host's etcd member may never reboot under this configuration", "id", p.ID,
+				"member", member, "reason", d.Reason)
+			return MemberAnswer(member, d)
 		}
 	}
 	// The group's slot first, then the member slot: the agents' order, so
@@ -100,6 +108,11 @@ func (s *Server) preRebootLocal(ctx context.Context, p Params, c Client, member 
 			return errorf(KindFailedLock, "%v", err)
 		}
 		d := etcdmember.MayReboot(lm.Policy, etcdmember.Situation{Local: member, Health: h})
+		if d.Verdict == etcdmember.Refuse {
+			// As the engine: waiting cannot help, the slots go back (no
+			// spacing: nothing rebooted).
+			s.withdraw(ctx, p, c)
+		}
 		if d.Verdict != etcdmember.MoveLeadership {
 			if e := MemberAnswer(member, d); e != nil {
 				s.log.Warn("FleetLock: this host's etcd member holds its slots but may not reboot", "id", p.ID, "member", member,
@@ -154,6 +167,15 @@ func (s *Server) steadyStateLocal(ctx context.Context, p Params, c Client, membe
 		return err
 	}
 	return s.sem.unlock(ctx, p, c)
+}
+
+// withdraw gives both slots back, member slot first, without spacing.
+func (s *Server) withdraw(ctx context.Context, p Params, c Client) {
+	for _, g := range []string{lock.MembersGroup, p.Group} {
+		if err := s.sem.release(ctx, Params{ID: p.ID, Group: g}, c, false); err != nil {
+			s.log.Warn("FleetLock: giving back this host's slot", "id", p.ID, "group", g, "err", err)
+		}
+	}
 }
 
 // queued says whether the client has an entry in p.Group.

@@ -303,8 +303,14 @@ func (s *semaphore) replace(ctx context.Context, kv *mvccpb.KeyValue, e entry, c
 // the same transaction, as an agent's release does. An entry that another
 // client made is refused (KindNotOwner).
 func (s *semaphore) unlock(ctx context.Context, p Params, c Client) error {
+	return s.release(ctx, p, c, true)
+}
+
+// release is unlock; spaced false gives a slot back without starting the
+// group's spacing: the client did not reboot.
+func (s *semaphore) release(ctx context.Context, p Params, c Client, spaced bool) error {
 	for range 5 {
-		done, err := s.unlockOnce(ctx, p, c)
+		done, err := s.unlockOnce(ctx, p, c, spaced)
 		if done || err != nil {
 			return err
 		}
@@ -314,7 +320,7 @@ func (s *semaphore) unlock(ctx context.Context, p Params, c Client) error {
 
 // unlockOnce is one attempt of unlock; done is false when another writer
 // changed the entry between the read and the delete.
-func (s *semaphore) unlockOnce(ctx context.Context, p Params, c Client) (done bool, err error) {
+func (s *semaphore) unlockOnce(ctx context.Context, p Params, c Client, spaced bool) (done bool, err error) {
 	key := s.key(p)
 	resp, err := s.cli.Get(ctx, key)
 	if err != nil {
@@ -330,7 +336,7 @@ func (s *semaphore) unlockOnce(ctx context.Context, p Params, c Client) (done bo
 		return false, err
 	}
 	var mark *lock.Marker
-	if !rec.AcquiredAt.IsZero() {
+	if spaced && !rec.AcquiredAt.IsZero() {
 		if mark, err = lock.NewMarker(ctx, s.cli, s.prefix, p.Group, lock.FleetLockNode(p.ID), s.spacingOf(p.Group)); err != nil {
 			return false, err
 		}
