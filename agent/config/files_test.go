@@ -102,6 +102,13 @@ var exampleChecks = map[string]func(c *Config) string{
 		}
 		return ""
 	},
+	"member-with-zincati": func(c *Config) string {
+		if !c.FleetLock.ServeLocalMember || !strings.HasPrefix(c.FleetLock.Listen, "127.0.0.1:") || c.Etcd.LocalUnit == "" ||
+			!c.Leader.MoveLeader || !c.Leader.RequireQuorum || c.Lock.Slots != 1 {
+			return "want this host's zincati served as its member on loopback, a local member, leader-aware ordering"
+		}
+		return ""
+	},
 	"etcd-tls": func(c *Config) string {
 		if c.Etcd.CAFile == "" || c.Etcd.CertFile == "" || c.Etcd.KeyFile == "" || c.Etcd.PasswordFile == "" {
 			return "want CA, client cert/key and a password file"

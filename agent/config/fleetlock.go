@@ -36,6 +36,11 @@ type FleetLock struct {
 	// request from one for that member's own (it would refuse every
 	// worker behind it). Their clients are then told apart by id alone.
 	Proxies []string `toml:"proxies"`
+	// ServeLocalMember lets this host's own zincati, on an etcd member's
+	// host, take the member's slots through this server (loopback, its
+	// zincati id only) with the agents' leader rule and quorum check; off,
+	// a member is refused as any.
+	ServeLocalMember bool `toml:"serve_local_member"`
 	// Groups are groups of zincati clients only, served besides
 	// lock.group, each with its slots: workers that keep zincati take
 	// turns among themselves, not in the control plane's slots. Every
@@ -115,6 +120,7 @@ func (k *checker) fleetLock(f *FleetLock) {
 		}
 		k.allowList(key, g.AllowIDs, g.AllowNetworks)
 	}
+	k.serveLocalMember(f)
 	if f.Listen != "" {
 		host, port, err := net.SplitHostPort(f.Listen)
 		n, perr := strconv.Atoi(port)
@@ -167,5 +173,27 @@ func (k *checker) allowList(prefix string, ids, nets []string) {
 		if _, err := netip.ParsePrefix(n); err != nil {
 			k.fail(prefix+"allow_networks", "%q is not a CIDR like \"10.0.0.0/24\": %v", n, err)
 		}
+	}
+}
+
+// serveLocalMember checks that this host's zincati can reach the server
+// over loopback, the only way a request proves it comes from this host.
+func (k *checker) serveLocalMember(f *FleetLock) {
+	if !f.ServeLocalMember {
+		return
+	}
+	if f.Listen == "" {
+		k.failRel("fleetlock.serve_local_member", []string{"fleetlock.listen"},
+			"needs fleetlock.listen: this host's zincati points its [updates.fleet_lock] base_url at the local server")
+		return
+	}
+	host, _, err := net.SplitHostPort(f.Listen)
+	if err != nil {
+		return // fleetlock.listen's own error says it
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && !ip.Unmap().IsLoopback() && !ip.IsUnspecified() {
+		k.failRel("fleetlock.serve_local_member", []string{"fleetlock.listen"},
+			"fleetlock.listen %q is not reachable over loopback: this host's zincati would connect from %s and be refused as a member; "+
+				"listen on a loopback address or on all (\":PORT\")", f.Listen, host)
 	}
 }

@@ -18,6 +18,9 @@ func TestFleetLockRules(t *testing.T) {
 		{"[fleetlock]\nclient_ca_file = \"/etc/present.pem\"", "fleetlock.client_ca_file", `client certificates need TLS`},
 		{"[fleetlock]\nlisten = \":8443\"\n[lock]\nenabled = false\n[etcd]\nendpoints = []", "etcd.endpoints", `at least one endpoint is needed while fleetlock.listen is set`},
 		{"[fleetlock]\nport = 8443", "fleetlock.port", `unknown key`},
+		{"[fleetlock]\nserve_local_member = true", "fleetlock.serve_local_member", `needs fleetlock.listen`},
+		{"[fleetlock]\nserve_local_member = true\nlisten = \"10.0.0.5:8443\"", "fleetlock.serve_local_member", `fleetlock.listen "10.0.0.5:8443" is not reachable over loopback`},
+		{"[fleetlock]\nserve_local_member = \"yes\"", "fleetlock.serve_local_member", ``},
 		{"[fleetlock]\nmax_waiters = -1", "fleetlock.max_waiters", `must be >= 0 (0: no bound), got -1`},
 		{"[fleetlock]\nallow_networks = [\"10.0.0.0/24\", \"10.0.0.300/24\"]", "fleetlock.allow_networks", `"10.0.0.300/24" is not a CIDR`},
 		{"[fleetlock]\nallow_networks = [\"10.0.0.1\"]", "fleetlock.allow_networks", `"10.0.0.1" is not a CIDR`},
@@ -48,7 +51,8 @@ func TestFleetLockValid(t *testing.T) {
 	root := writeTree(t, map[string]string{
 		etcDir + "50-x.toml": "[fleetlock]\nlisten = \":8443\"\ncert_file = \"/etc/c.pem\"\nkey_file = \"/etc/k.pem\"\n" +
 			"client_ca_file = \"/etc/ca.pem\"\nmax_hold = \"90m\"\nmax_waiters = 10\n" +
-			"allow_ids = [\"w1\"]\nallow_networks = [\"10.0.0.0/24\", \"fd00::/64\"]\nproxies = [\"10.0.0.5\", \"fd00::5\"]\n",
+			"allow_ids = [\"w1\"]\nallow_networks = [\"10.0.0.0/24\", \"fd00::/64\"]\nproxies = [\"10.0.0.5\", \"fd00::5\"]\n" +
+			"serve_local_member = true\n",
 		"/etc/c.pem": pems.cert, "/etc/k.pem": pems.key, "/etc/ca.pem": pems.cert,
 		usrDir + "00-defaults.toml": "",
 	})
@@ -57,7 +61,7 @@ func TestFleetLockValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.FleetLock.Listen != ":8443" || c.FleetLock.MaxHold.D() != 90*time.Minute || c.FleetLock.ClientCAFile != "/etc/ca.pem" ||
-		c.FleetLock.MaxWaiters != 10 || len(c.FleetLock.AllowIDs) != 1 || len(c.FleetLock.AllowNetworks) != 2 {
+		c.FleetLock.MaxWaiters != 10 || len(c.FleetLock.AllowIDs) != 1 || len(c.FleetLock.AllowNetworks) != 2 || !c.FleetLock.ServeLocalMember {
 		t.Errorf("got %+v", c.FleetLock)
 	}
 	if n, err := c.FleetLock.Networks(); err != nil || len(n) != 2 || n[0].String() != "10.0.0.0/24" {
@@ -67,7 +71,7 @@ func TestFleetLockValid(t *testing.T) {
 		t.Errorf("proxies %v %v", p, err)
 	}
 	if d := Default().FleetLock; d.Listen != "" || d.MaxHold.D() != 2*time.Hour || d.MaxWaiters != 64 ||
-		len(d.AllowIDs)+len(d.AllowNetworks)+len(d.Proxies) != 0 {
-		t.Errorf("defaults %+v: want off, max_hold 2h, max_waiters 64, no allow-list", d)
+		len(d.AllowIDs)+len(d.AllowNetworks)+len(d.Proxies) != 0 || d.ServeLocalMember {
+		t.Errorf("defaults %+v: want off, max_hold 2h, max_waiters 64, no allow-list, no local member", d)
 	}
 }

@@ -25,12 +25,21 @@ type memberCache struct {
 }
 
 // admit refuses a pre-reboot from a client that the group's allow-list
-// leaves out or that is (or may be) an etcd member.
-func (s *Server) admit(ctx context.Context, p Params, c Client) *Error {
+// leaves out or that is (or may be) an etcd member, but for this host's own
+// zincati when served (Options.LocalMember): member then names its member.
+func (s *Server) admit(ctx context.Context, p Params, c Client) (member string, _ *Error) {
 	if why := s.o.Allow[p.Group].Admits(p.ID, c.Addr); why != "" {
 		s.log.Warn("FleetLock client refused: not allowed", "id", p.ID, "group", p.Group, "client", c.String(), "reason", why)
-		return errorf(KindNotAllowed, "%s (group %s)", why, p.Group)
+		return "", errorf(KindNotAllowed, "%s (group %s)", why, p.Group)
 	}
+	if member, e := s.localMember(ctx, p, c); member != "" || e != nil {
+		return member, e
+	}
+	return "", s.notMember(ctx, p, c)
+}
+
+// notMember refuses a client that is (or may be) an etcd member.
+func (s *Server) notMember(ctx context.Context, p Params, c Client) *Error {
 	v, err := s.memberView(ctx)
 	if err != nil {
 		s.log.Error("FleetLock: reading etcd members", "id", p.ID, "group", p.Group, "err", err)

@@ -29,7 +29,10 @@
 // are bounded (Options.MaxWaiters, before any lease is granted), may be
 // limited to an allow-list, and are refused when they are etcd members
 // (MemberView.MemberOf: by name, URL host, or an address behind a member
-// URL's host name; an unresolved name refuses). Each client address is
+// URL's host name; an unresolved name refuses), but for this host's own
+// zincati when Options.LocalMember is set (local.go): it takes the group's
+// slot and the cluster-wide member slot and passes the agents' leader rule
+// and quorum check, leadership moved away before its 200. Each client address is
 // rate limited (Options.Rate) before any etcd work, and the member list
 // with its resolutions is kept a few seconds.
 //

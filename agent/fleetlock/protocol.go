@@ -48,12 +48,18 @@ const (
 	// KindRateLimited: the client's address sent more requests than
 	// Options.Rate lets through; nothing was read from etcd.
 	KindRateLimited Kind = "too_many_requests"
+	// KindMemberUnsafe: this host's own zincati, an etcd member's
+	// (Options.LocalMember), holds its slots but the member may not go
+	// down now (quorum, another member's health, no leader), or may not
+	// queue yet (followers first), or is not healthy again after its
+	// reboot (steady-state).
+	KindMemberUnsafe Kind = "failed_lock_member_unsafe"
 )
 
 // Kinds lists every kind, for metrics.
 var Kinds = []Kind{KindOK, KindNotFound, KindMethodNotAllowed, KindMissingHeader, KindInvalidRequest,
 	KindInvalidClientIdentity, KindInvalidGroup, KindUnknownGroup, KindSemaphoreFull, KindMinInterval, KindFailedLock, KindFailedUnlock,
-	KindNotOwner, KindNotAllowed, KindEtcdMember, KindQueueFull, KindRateLimited}
+	KindNotOwner, KindNotAllowed, KindEtcdMember, KindQueueFull, KindRateLimited, KindMemberUnsafe}
 
 // Status is the HTTP status of an answer of kind k.
 func (k Kind) Status() int {
@@ -64,7 +70,7 @@ func (k Kind) Status() int {
 		return http.StatusNotFound
 	case KindMethodNotAllowed:
 		return http.StatusMethodNotAllowed
-	case KindSemaphoreFull, KindMinInterval:
+	case KindSemaphoreFull, KindMinInterval, KindMemberUnsafe:
 		return http.StatusConflict
 	case KindFailedLock, KindFailedUnlock:
 		return http.StatusServiceUnavailable

@@ -53,10 +53,22 @@ func (s *semaphore) recordGroup(ctx context.Context, group string) error {
 
 // slotsOf is the number of slots of group.
 func (s *semaphore) slotsOf(group string) int {
+	if group == lock.MembersGroup {
+		return 1 // the cluster-wide member slot, as the agents take it
+	}
 	if n, ok := s.groupSlots[group]; ok {
 		return n
 	}
 	return s.slots
+}
+
+// spacingOf is the min_interval of group: none for the member slot, as
+// for the agents (spacing is the groups' business).
+func (s *semaphore) spacingOf(group string) time.Duration {
+	if group == lock.MembersGroup {
+		return 0
+	}
+	return s.minInterval
 }
 
 func (s *semaphore) key(p Params) string {
@@ -110,7 +122,7 @@ func (s *semaphore) lock(ctx context.Context, p Params, c Client) (lock.Position
 		return pos, true, none, err // recursive: already granted
 	}
 	var unspaced []clientv3.Cmp
-	if s.minInterval > 0 {
+	if s.spacingOf(p.Group) > 0 {
 		if sp, err := s.spacing(ctx, p); err != nil || sp.Active {
 			return pos, true, sp, err
 		}
@@ -127,7 +139,7 @@ func (s *semaphore) lock(ctx context.Context, p Params, c Client) (lock.Position
 	if err != nil || !ok {
 		s.revoke(ctx, clientv3.LeaseID(e.HoldLease))
 	}
-	if err == nil && !ok && s.minInterval > 0 {
+	if err == nil && !ok && s.spacingOf(p.Group) > 0 {
 		if sp, err := s.spacing(ctx, p); err != nil || sp.Active {
 			return pos, true, sp, err
 		}
@@ -291,8 +303,14 @@ func (s *semaphore) replace(ctx context.Context, kv *mvccpb.KeyValue, e entry, c
 // the same transaction, as an agent's release does. An entry that another
 // client made is refused (KindNotOwner).
 func (s *semaphore) unlock(ctx context.Context, p Params, c Client) error {
+	return s.release(ctx, p, c, true)
+}
+
+// release is unlock; spaced false gives a slot back without starting the
+// group's spacing: the client did not reboot.
+func (s *semaphore) release(ctx context.Context, p Params, c Client, spaced bool) error {
 	for range 5 {
-		done, err := s.unlockOnce(ctx, p, c)
+		done, err := s.unlockOnce(ctx, p, c, spaced)
 		if done || err != nil {
 			return err
 		}
@@ -302,7 +320,7 @@ func (s *semaphore) unlock(ctx context.Context, p Params, c Client) error {
 
 // unlockOnce is one attempt of unlock; done is false when another writer
 // changed the entry between the read and the delete.
-func (s *semaphore) unlockOnce(ctx context.Context, p Params, c Client) (done bool, err error) {
+func (s *semaphore) unlockOnce(ctx context.Context, p Params, c Client, spaced bool) (done bool, err error) {
 	key := s.key(p)
 	resp, err := s.cli.Get(ctx, key)
 	if err != nil {
@@ -318,8 +336,8 @@ func (s *semaphore) unlockOnce(ctx context.Context, p Params, c Client) (done bo
 		return false, err
 	}
 	var mark *lock.Marker
-	if !rec.AcquiredAt.IsZero() {
-		if mark, err = lock.NewMarker(ctx, s.cli, s.prefix, p.Group, lock.FleetLockNode(p.ID), s.minInterval); err != nil {
+	if spaced && !rec.AcquiredAt.IsZero() {
+		if mark, err = lock.NewMarker(ctx, s.cli, s.prefix, p.Group, lock.FleetLockNode(p.ID), s.spacingOf(p.Group)); err != nil {
 			return false, err
 		}
 	}

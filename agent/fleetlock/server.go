@@ -20,6 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/update-agent/update-agent/agent/etcdmember"
+	"github.com/update-agent/update-agent/agent/lock"
 )
 
 // DefaultQueueHold is how long a waiting client keeps its place without
@@ -74,9 +75,13 @@ type Options struct {
 	// Proxies are fleetlock.proxies: a request from one is not taken for
 	// the member on its host (see MemberAddr).
 	Proxies []netip.Addr
-	Clock   clockwork.Clock // nil: the real clock
-	Log     *slog.Logger
-	Metrics Metrics // may be nil
+	// LocalMember, when set, serves this host's own zincati as its etcd
+	// member (fleetlock.serve_local_member, local.go); nil refuses it as
+	// any member.
+	LocalMember *LocalMember
+	Clock       clockwork.Clock // nil: the real clock
+	Log         *slog.Logger
+	Metrics     Metrics // may be nil
 }
 
 // Server answers FleetLock requests from the semaphore in etcd.
@@ -105,6 +110,8 @@ func New(cli *clientv3.Client, o Options) (*Server, error) {
 		return nil, fmt.Errorf("fleetlock: max_waiters %d: must not be negative", o.MaxWaiters)
 	case o.Rate != (Rate{}) && (o.Rate.Burst < 1 || o.Rate.Every <= 0):
 		return nil, fmt.Errorf("fleetlock: rate %+v: needs a burst of at least 1 and a period > 0", o.Rate)
+	case o.LocalMember != nil && (o.LocalMember.NodeID == "" || o.LocalMember.Cluster == nil):
+		return nil, errors.New("fleetlock: serving the local member needs this host's zincati id and its cluster")
 	}
 	for g, n := range o.GroupSlots {
 		if n < 1 || !slices.Contains(o.Groups, g) {
@@ -178,7 +185,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, endpoint string)
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	if endpoint == "steady-state" {
-		if err := s.sem.unlock(ctx, p, c); err != nil {
+		if err := s.steadyState(ctx, p, c); err != nil {
 			if e, ok := errors.AsType[*Error](err); ok {
 				return e
 			}
@@ -187,24 +194,57 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, endpoint string)
 		}
 		return nil
 	}
-	if e := s.admit(ctx, p, c); e != nil {
+	member, e := s.admit(ctx, p, c)
+	if e != nil {
 		return e
+	}
+	if member != "" {
+		return s.preRebootLocal(ctx, p, c, member)
 	}
 	pos, found, spacing, err := s.sem.lock(ctx, p, c)
 	if err != nil {
-		if e, ok := errors.AsType[*Error](err); ok {
-			return e
-		}
-		s.log.Error("FleetLock lock failed", "id", p.ID, "group", p.Group, "err", err)
-		return errorf(KindFailedLock, "taking a slot: %v", err)
+		return s.lockError(p, err)
 	}
 	return Answer(pos, found, p.Group, spacing)
+}
+
+// steadyState releases the client's slot; this host's own zincati's
+// member slot too, once its member is healthy.
+func (s *Server) steadyState(ctx context.Context, p Params, c Client) error {
+	if s.o.LocalMember != nil {
+		if ok, _ := LocalClient(s.o.LocalMember.NodeID, p.ID, c, s.o.Proxies); ok {
+			member, e := s.localMember(ctx, p, c)
+			if e != nil {
+				return e
+			}
+			return s.steadyStateLocal(ctx, p, c, member)
+		}
+	}
+	return s.sem.unlock(ctx, p, c)
+}
+
+// lockError is the answer to a failed lock.
+func (s *Server) lockError(p Params, err error) *Error {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e
+	}
+	s.log.Error("FleetLock lock failed", "id", p.ID, "group", p.Group, "err", err)
+	return errorf(KindFailedLock, "taking a slot: %v", err)
+}
+
+// tended are the groups whose FleetLock entries this server keeps: the
+// served ones, and the member slot when it serves the local member.
+func (s *Server) tended() []string {
+	if s.o.LocalMember == nil {
+		return s.o.Groups
+	}
+	return append(slices.Clip(s.o.Groups), lock.MembersGroup)
 }
 
 // TendOnce keeps the wanted FleetLock entries alive and drops the others.
 func (s *Server) TendOnce(ctx context.Context) error {
 	var errs []error
-	for _, g := range s.o.Groups {
+	for _, g := range s.tended() {
 		errs = append(errs, s.sem.tend(ctx, g), s.sem.recordGroup(ctx, g))
 	}
 	return errors.Join(errs...)

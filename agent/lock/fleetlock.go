@@ -33,3 +33,10 @@ func Entries(prefix, group string, kvs []*mvccpb.KeyValue) []Entry {
 func FleetLockID(node string) (id string, ok bool) {
 	return strings.CutPrefix(node, fleetLockPrefix)
 }
+
+// PendingPrefix is where a group's announcements live, see doc.go: the
+// FleetLock server reads them for the leader rule of a local member's
+// zincati.
+func PendingPrefix(prefix, group string) string {
+	return pendingPrefix(strings.TrimRight(prefix, "/"), group)
+}

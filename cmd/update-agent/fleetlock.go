@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -15,7 +16,10 @@ import (
 	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/agent/control"
 	"github.com/update-agent/update-agent/agent/etcdclient"
+	"github.com/update-agent/update-agent/agent/etcdmember"
 	"github.com/update-agent/update-agent/agent/fleetlock"
+	"github.com/update-agent/update-agent/agent/graph"
+	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/logging"
 	"github.com/update-agent/update-agent/agent/metrics"
 	"github.com/update-agent/update-agent/agent/sdnotify"
@@ -111,11 +115,15 @@ func listenFleetLock(cfg *config.Config, root string, cli *clientv3.Client, m *m
 		slots[g.Name] = g.Slots
 		allow[g.Name] = fleetlock.Allow{IDs: g.AllowIDs, Networks: gnets}
 	}
+	local, err := localMember(cfg, root, cli, log)
+	if err != nil {
+		return nil, nil, err
+	}
 	s, err := fleetlock.New(cli, fleetlock.Options{
 		Prefix: cfg.Lock.KeyPrefix, Groups: groups, Slots: cfg.Lock.Slots, GroupSlots: slots,
 		TTL: cfg.Lock.RebootLeaseTTL.D(), MaxHold: f.MaxHold.D(), MinInterval: cfg.Lock.MinInterval.D(),
 		MaxWaiters: f.MaxWaiters,
-		Allow:      allow, Proxies: proxies,
+		Allow:      allow, Proxies: proxies, LocalMember: local,
 		Log: log, Metrics: m,
 	})
 	if err != nil {
@@ -138,6 +146,29 @@ func listenFleetLock(cfg *config.Config, root string, cli *clientv3.Client, m *m
 		return nil, nil, fmt.Errorf("FleetLock (fleetlock.listen = %q): %w", f.Listen, err)
 	}
 	return serve, ln, nil
+}
+
+// localMember is what fleetlock.serve_local_member needs: this host's
+// zincati id (zincati's derivation from /etc/machine-id, as the graph
+// source's node_uuid) and the member checks the agent makes for itself.
+func localMember(cfg *config.Config, root string, cli *clientv3.Client, log *slog.Logger) (*fleetlock.LocalMember, error) {
+	if !cfg.FleetLock.ServeLocalMember {
+		return nil, nil
+	}
+	b, err := os.ReadFile(rooted(root, lock.MachineIDPath))
+	id := ""
+	if err == nil {
+		id, err = graph.NodeUUID(string(b))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fleetlock.serve_local_member: this host's zincati id: %w", err)
+	}
+	mo := memberOptions(cfg, log)
+	if memberHost != nil {
+		memberHost(&mo)
+	}
+	member := etcdmember.New(cli, mo)
+	return &fleetlock.LocalMember{NodeID: id, Cluster: member, Policy: memberPolicy(cfg, member.MaxLag())}, nil
 }
 
 // serveFleetLock starts the daemon's FleetLock server when configured; it

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/update-agent/update-agent/agent/config"
+	"github.com/update-agent/update-agent/agent/graph"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/metrics"
 	"github.com/update-agent/update-agent/tests/etcdtest"
@@ -361,5 +362,50 @@ func TestFleetLockServesWorkerGroups(t *testing.T) {
 	local := &http.Client{Timeout: 10 * time.Second}
 	if code, body, err := fleetLockPostGroup(local, url, "worker-6", "workers"); err != nil || code != http.StatusForbidden {
 		t.Fatalf("from 127.0.0.1: %d %s %v", code, body, err)
+	}
+}
+
+// TestFleetLockServesLocalMember: fleetlock.serve_local_member reaches the
+// server with this host's zincati id, derived from its /etc/machine-id as
+// zincati does, and the agent's member lookup: this host's zincati, over
+// loopback from the member's address, is granted its member's slots; a
+// client with another id from there is still refused as the member.
+func TestFleetLockServesLocalMember(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	cfg := config.Default()
+	cfg.Lock.Enabled = false
+	cfg.Etcd.Endpoints = []string{c.Members[0].ClientURL}
+	cfg.Etcd.Member = c.Members[0].Name
+	cfg.Etcd.AllowQuorumLoss = true // one member: its reboot loses quorum
+	cfg.FleetLock.Listen = freeAddr(t)
+	cfg.FleetLock.ServeLocalMember = true
+	root := t.TempDir()
+	const machineID = "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+	os.MkdirAll(filepath.Join(root, "etc"), 0o755)
+	if err := os.WriteFile(filepath.Join(root, "etc/machine-id"), []byte(machineID+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id, err := graph.NodeUUID(machineID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &agent{cfg: cfg, root: root, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: metrics.New(version)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := a.serveFleetLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + cfg.FleetLock.Listen + "/v1/pre-reboot"
+	local := &http.Client{Timeout: 10 * time.Second} // from 127.0.0.1, the member's address
+	if code, body, err := fleetLockPost(local, url, "fedcba9876543210fedcba9876543210"); err != nil || code != http.StatusForbidden ||
+		!strings.Contains(body, "client_is_etcd_member") {
+		t.Fatalf("another id from the member's address: %d %s %v", code, body, err)
+	}
+	if code, body, err := fleetLockPost(local, url, id); err != nil || code != http.StatusOK {
+		t.Fatalf("this host's zincati: %d %s %v", code, body, err)
+	}
+	st, err := lock.Status(ctx, c.Client(t, nil), cfg.Lock.KeyPrefix, 1, lock.MembersGroup, time.Now())
+	if err != nil || len(st) != 1 || len(st[0].Holders) != 1 || st[0].Holders[0].Node != lock.FleetLockNode(id) {
+		t.Fatalf("member slot: %+v %v; want fleetlock:%s", st, err, id)
 	}
 }

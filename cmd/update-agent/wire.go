@@ -234,12 +234,18 @@ func (a *agent) wireEtcd() error {
 		},
 	}
 	a.cluster = &adapters.Cluster{
-		C: member,
-		Policy: etcdmember.Policy{FollowersFirst: c.Leader.FollowersFirst, MoveLeader: c.Leader.MoveLeader,
-			RequireQuorum: c.Leader.RequireQuorum, AllowQuorumLoss: c.Etcd.AllowQuorumLoss, MaxLag: member.MaxLag()},
-		Lock: a.lock,
+		C:      member,
+		Policy: memberPolicy(c, member.MaxLag()),
+		Lock:   a.lock,
 	}
 	return nil
+}
+
+// memberPolicy is the ordering rules' policy of [leader] and etcd, for the
+// agent's own reboot and its FleetLock server's local member alike.
+func memberPolicy(c *config.Config, maxLag uint64) etcdmember.Policy {
+	return etcdmember.Policy{FollowersFirst: c.Leader.FollowersFirst, MoveLeader: c.Leader.MoveLeader,
+		RequireQuorum: c.Leader.RequireQuorum, AllowQuorumLoss: c.Etcd.AllowQuorumLoss, MaxLag: maxLag}
 }
 
 // localMemberName looks the local member up live for the lock: at every
