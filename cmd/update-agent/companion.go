@@ -80,7 +80,10 @@ func (c *companion) run(ctx context.Context) {
 	}()
 	c.log.Info("companion mode: pacing every rpm-ostree transaction that writes a deployment, whoever started it",
 		"poll_seconds", every.Seconds())
-	t := time.NewTimer(0)
+	// The first look after one interval: the engine's recovery at its
+	// start takes the staging lock too, and a window holding it would
+	// fail that (ErrBusy: retried, but logged as a failure).
+	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {
