@@ -190,3 +190,38 @@ func TestPaceForeignBusyWhileStaging(t *testing.T) {
 		t.Error("an undo journal written by a refused foreign window")
 	}
 }
+
+// The memory bound follows rpm-ostreed's own memory in a foreign window
+// too, set through systemd (so undo sets it back), not written into its
+// cgroup as a staging unit's is; it is unset after.
+func TestPaceForeignMemoryHighFollowsTheDaemon(t *testing.T) {
+	e := newEnv(t)
+	e.opts.SysRoot = t.TempDir()
+	writeCgroup(t, e.opts.SysRoot, daemonUnit, 400*mib, 50*mib)
+	s := e.stager(t, nil)
+	end := paceForeign(s, context.Background())
+	var during uint64
+	deadline := time.Now().Add(5 * time.Second)
+	for during != 606*mib && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		e.sys.mu.Lock()
+		during = e.sys.units[daemonUnit].props["MemoryHigh"].Uint
+		e.sys.mu.Unlock()
+	}
+	if _, err := end(); err != nil {
+		t.Fatal(err)
+	}
+	if during != 606*mib {
+		t.Errorf("daemon MemoryHigh during the foreign transaction = %d MiB, want 606 (350 own + 256)", during/mib)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.opts.SysRoot, "fs/cgroup/system.slice", daemonUnit, "memory.high")); err == nil {
+		t.Errorf("memory.high written straight into rpm-ostreed's cgroup (%s): undo would not set it back", b)
+	}
+	e.sys.mu.Lock()
+	after := e.sys.units[daemonUnit].props["MemoryHigh"].Uint
+	e.sys.mu.Unlock()
+	if after != ^uint64(0) {
+		t.Errorf("daemon MemoryHigh after = %d, want it set back (unset)", after)
+	}
+	e.assertUndone(t)
+}
