@@ -95,8 +95,12 @@ func (c *companion) run(ctx context.Context) {
 		if paced != nil {
 			select {
 			case err := <-result: // the window ended on its own: it failed
-				c.log.Warn("companion mode: not pacing the foreign transaction", "method", paced.Method, "sender", paced.Sender, "err", err)
-				if !errors.Is(err, stage.ErrBusy) {
+				if errors.Is(err, stage.ErrBusy) {
+					// This host stages (stage-once): its window paces the
+					// transaction; looked at again every poll, quietly.
+					c.log.Debug("companion mode: the host's own staging holds the window", "method", paced.Method, "err", err)
+				} else {
+					c.log.Warn("companion mode: not pacing the foreign transaction", "method", paced.Method, "sender", paced.Sender, "err", err)
 					skip = paced
 				}
 				paced = nil
