@@ -225,6 +225,17 @@ func (a *Stager) Recover(ctx context.Context) error {
 	return nil
 }
 
+// PaceForeign opens the staging window around a transaction somebody else
+// started, until ended is closed (stage.Stager.PaceForeign): companion
+// mode.
+func (a *Stager) PaceForeign(ctx context.Context, t stage.Foreign, ended <-chan struct{}) (stage.Report, error) {
+	s, err := a.stager(ctx, a.Make)
+	if err != nil {
+		return stage.Report{}, err
+	}
+	return s.PaceForeign(ctx, t, ended)
+}
+
 // PlainStager stages with the rpm-ostree CLI directly: no transient unit,
 // no I/O policy, no guard. For hosts without systemd (tests); the daemon
 // never uses it.

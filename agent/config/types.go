@@ -101,6 +101,11 @@ type Staging struct {
 	// transaction the agent did not start; still running, the attempt
 	// ends as busy (not a failure) and is retried.
 	BusyWait Duration `toml:"busy_wait"`
+	// PaceForeign is companion mode: with updates.enabled = false, the
+	// staging window is opened around every rpm-ostreed transaction that
+	// writes a deployment, whoever started it (zincati, the MCO daemon, an
+	// admin), and undone after it.
+	PaceForeign bool `toml:"pace_foreign"`
 	// IOCost turns on blk-iocost on the disks behind Paths for the
 	// window (io.cost.qos, and io.cost.model where IOCostModels names the
 	// disk, in the root cgroup), with IOWeight low on the stager and

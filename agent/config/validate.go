@@ -239,6 +239,12 @@ func (k *checker) staging(s *Staging) {
 	}
 	k.positive("staging.timeout", s.Timeout)
 	k.nonNegative("staging.busy_wait", s.BusyWait)
+	if s.PaceForeign && k.c.Updates.Enabled {
+		// The agent's own stagings are paced already, and a foreign
+		// updater (what companion mode paces) would fight it for the
+		// staged deployment.
+		k.failRel("staging.pace_foreign", []string{"updates.enabled"}, "companion mode: needs updates.enabled = false (another updater drives the host)")
+	}
 	k.iocost(s)
 }
 

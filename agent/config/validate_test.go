@@ -146,6 +146,8 @@ func TestValidationRules(t *testing.T) {
 		{"[metrics]\nlisten = \"unix:run/m.sock\"", "metrics.listen", `must be an absolute path`},
 		{"[metrics]\nlisten = \"localhost\"", "metrics.listen", `must be "unix:/path", "host:port" or "" (off), got "localhost"`},
 		{"[metrics]\nlisten = \"127.0.0.1:70000\"", "metrics.listen", `must be "unix:/path", "host:port"`},
+		{"[staging]\npace_foreign = true", "staging.pace_foreign", `companion mode: needs updates.enabled = false`},
+		{"[staging]\npace_foreign = 1", "staging.pace_foreign", ``},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key+"/"+strings.ReplaceAll(tt.frag, "\n", " "), func(t *testing.T) {
@@ -170,6 +172,7 @@ func TestValidBoundaries(t *testing.T) {
 		"[staging]\nio_scheduling_priority = 7\nio_weight = 10000\ncpu_weight = \"10000\"\nnice = 19\nmemory_high = \"infinity\"\nio_write_bandwidth_max = \"1.5G\"\nscheduler = \"\"\nio_scheduling_class = \"best-effort\"",
 		"[staging]\netcd_io_latency_target = \"25ms\"\n[etcd]\nlocal_unit = \"etcd-member@a.service\"",
 		"[staging]\niocost = true",
+		"[staging]\npace_foreign = true\n[updates]\nenabled = false",
 		"[staging]\niocost = \"with-model\"",
 		"[staging]\niocost = \"with-model\"\niocost_models = [\"vda rbps=20000000 rseqiops=500 rrandiops=500 wbps=20000000 wseqiops=500 wrandiops=500\"]\niocost_percentile = 100.0\niocost_vrate_min = 150.0\niocost_vrate_max = 150.0\niocost_io_weight = 10000\niocost_etcd_io_weight = 1\niocost_latency_target = \"5ms\"",
 		"[lock]\nreboot_lease_ttl = \"5s\"\nslots = 1\ngroup = \"control-plane.eu-1\"",

@@ -139,7 +139,16 @@ type Inputs struct {
 	// per second (0: no cap).
 	WriteRateAuto     bool
 	WriteBandwidthMax uint64
+	// UpdatesDisabled and PaceForeign are updates.enabled = false and
+	// staging.pace_foreign: with updates off, the "companion mode" line
+	// says whether other updaters' transactions are paced; in companion
+	// mode (both) another updater's driver registration and update graph
+	// are expected, not failures.
+	UpdatesDisabled, PaceForeign bool
 }
+
+// companionMode: another updater drives the host; the agent paces it.
+func (in Inputs) companionMode() bool { return in.UpdatesDisabled && in.PaceForeign }
 
 // Doctor runs the checks.
 type Doctor struct {
@@ -229,6 +238,9 @@ func (d Doctor) Run(ctx context.Context) Report {
 	}
 	if d.MachineConfig != nil {
 		add("machine config", d.MachineConfig)
+	}
+	if d.In.UpdatesDisabled {
+		add("companion mode", d.companion)
 	}
 	if d.Updates != nil {
 		add("update source", d.Updates.Check)
@@ -335,7 +347,7 @@ func (d Doctor) rpmOstree(ctx context.Context) (string, error) {
 		s += " (" + b.Version + ")"
 	}
 	if dr := st.UpdateDriver; dr != nil {
-		if d.In.DriverName != "" && dr.Name != d.In.DriverName {
+		if d.In.DriverName != "" && dr.Name != d.In.DriverName && !d.In.companionMode() {
 			return "", fmt.Errorf("%s; updates are driven by %s (%s): the daemon refuses to start beside it; "+
 				"on an update-agent host run `systemctl mask --now %s`", s, dr.Name, dr.Unit, dr.Unit)
 		}

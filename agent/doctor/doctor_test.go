@@ -51,6 +51,7 @@ func (f fakeLock) Status(context.Context) ([]lock.GroupStatus, error) { return f
 type fakeOS struct {
 	err    error
 	driver *rpmostree.UpdateDriver
+	txn    *rpmostree.Transaction
 }
 
 func (f fakeOS) Status(context.Context) (*rpmostree.Status, error) {
@@ -59,7 +60,7 @@ func (f fakeOS) Status(context.Context) (*rpmostree.Status, error) {
 	}
 	return &rpmostree.Status{Deployments: []rpmostree.Deployment{{Checksum: "abc123", Version: "41.1", Booted: true,
 		Origin: "fedora:fedora/x86_64/coreos/stable"}},
-		UpdateDriver: f.driver}, nil
+		UpdateDriver: f.driver, Transaction: f.txn}, nil
 }
 
 type fakeCgroups struct{ err error }
@@ -242,6 +243,21 @@ func TestReport(t *testing.T) {
 		},
 			[]string{"FAIL  rpm-ostree     status readable: booted abc123 (41.1); updates are driven by Zincati (zincati.service)",
 				"systemctl mask --now zincati.service"}},
+		{"zincati registered, companion mode", func(d *Doctor) {
+			d.In.UpdatesDisabled, d.In.PaceForeign, d.In.HostGraph, d.In.HostGraphFile = true, true, "https://updates.example", "/etc/zincati/config.d/x.toml"
+			d.OS = fakeOS{driver: &rpmostree.UpdateDriver{Name: "Zincati", Unit: "zincati.service"},
+				txn: &rpmostree.Transaction{Method: "Deploy", Sender: ":1.42"}}
+		},
+			[]string{"ok    rpm-ostree     status readable: booted abc123 (41.1), update driver Zincati",
+				"ok    origin         ostree ref",
+				"ok    companion mode on (staging.pace_foreign = true, updates.enabled = false)",
+				"update driver Zincati (zincati.service); now running: Deploy (client :1.42), paced"}},
+		{"companion mode, a finalization", func(d *Doctor) {
+			d.In.UpdatesDisabled, d.In.PaceForeign = true, true
+			d.OS = fakeOS{txn: &rpmostree.Transaction{Method: "FinalizeDeployment", Sender: ":1.42"}}
+		}, []string{"now running: FinalizeDeployment (client :1.42), not paced: it writes no deployment"}},
+		{"updates off, companion mode off", func(d *Doctor) { d.In.UpdatesDisabled = true },
+			[]string{"ok    companion mode off (staging.pace_foreign = false)"}},
 		{"admin user", func(d *Doctor) {
 			d.In.Username, d.In.MoveLeader = "agent", true
 			d.Etcd = fakeEtcd{health: healthy(), rights: Rights{Auth: true, Admin: true}}
@@ -306,6 +322,9 @@ func TestReport(t *testing.T) {
 				checks++
 			}
 			if d.MachineConfig != nil {
+				checks++
+			}
+			if d.In.UpdatesDisabled {
 				checks++
 			}
 			if len(rep) != checks {

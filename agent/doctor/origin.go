@@ -30,7 +30,8 @@ func (d Doctor) origin(ctx context.Context) (string, error) {
 // the ref or a tag moves past the graph's barriers (releases every node
 // must pass through) and onto its dead ends.
 func offGraph(in Inputs) error {
-	if in.Source == "graph" {
+	// In companion mode the agent follows nothing: zincati follows the graph.
+	if in.Source == "graph" || in.companionMode() {
 		return nil
 	}
 	if in.HostGraphErr != nil {

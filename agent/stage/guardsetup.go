@@ -13,14 +13,18 @@ import (
 
 // prepareGuard returns the guard (nil: none) and its baseline, and what
 // closes its inputs (kept files, the kept connection to etcd) once it is
-// done.
-func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop bool, rep *Report) (*guard.Guard, guard.Baseline, func()) {
+// done. A foreign window has no staging unit: the brake freezes the daemon
+// alone.
+func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop, foreign bool, rep *Report) (*guard.Guard, guard.Baseline, func()) {
 	closeInputs := func() {}
 	if !s.o.Guard.Enabled {
 		return nil, nil, closeInputs
 	}
 	gopts := s.o.Guard.Options
-	gopts.Units = []string{s.o.StagingUnit}
+	gopts.Units = nil
+	if !foreign {
+		gopts.Units = []string{s.o.StagingUnit}
+	}
 	if s.o.DaemonUnit != "" {
 		gopts.Units = append(gopts.Units, s.o.DaemonUnit)
 	}
@@ -42,7 +46,7 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop bool
 		src, closeInputs = in, func() { _ = in.Close() }
 	}
 	if rateLoop && len(disks) > 0 {
-		rw := &rateWriter{s: s, disks: disks}
+		rw := &rateWriter{s: s, disks: disks, foreign: foreign}
 		gopts.Rate = guard.RateOptions{Config: s.o.WriteRate, Set: rw.set, FreezeFactor: s.o.RateLoopFreezeFactor}
 		s.log.Info("latency guard: the write rate paces staging; freezing is the emergency brake",
 			"freeze_above_baseline_p99_x", gopts.BrakeFactor(), "rate_target_x", s.o.WriteRate.WithDefaults().Target)

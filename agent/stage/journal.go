@@ -34,6 +34,17 @@ type journal struct {
 	Runtime []runtimeChange `json:"runtime,omitempty"`
 	// Fsync is the repo whose core.per-object-fsync was set.
 	Fsync *fsyncChange `json:"fsync,omitempty"`
+	// Foreign: the window was opened around somebody else's transaction
+	// (PaceForeign); nothing of it is stopped or cancelled on undo.
+	Foreign *foreignRecord `json:"foreign,omitempty"`
+}
+
+// foreignRecord is the transaction a foreign window paced.
+type foreignRecord struct {
+	Method string    `json:"method"`
+	Sender string    `json:"sender,omitempty"`
+	Path   string    `json:"path,omitempty"`
+	Found  time.Time `json:"found"`
 }
 
 // runtimeChange is one unit's runtime properties: the values to set back,

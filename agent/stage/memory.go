@@ -65,12 +65,15 @@ func parseCgroupMemory(current, stat []byte) (cgroupMemory, error) {
 	return m, fmt.Errorf("memory.stat has no file line")
 }
 
-// memoryPacer keeps each unit's MemoryHigh (units[0] is the staging unit) at its own memory plus the
+// memoryPacer keeps each unit's MemoryHigh at its own memory plus the
 // allowance while the staging window lasts.
 type memoryPacer struct {
-	sys       Systemd
-	sysRoot   string // "" = /sys
-	units     []string
+	sys     Systemd
+	sysRoot string // "" = /sys
+	units   []string
+	// staging is the staging unit among units ("": none, a foreign
+	// window), whose bound goes straight into its cgroup.
+	staging   string
 	allowance uint64
 	interval  time.Duration
 	set       map[string]uint64 // the MemoryHigh each unit was last given
@@ -92,7 +95,10 @@ func (s *Stager) memoryPacer(ctx context.Context, j *journal, stagingUnit string
 	if allowance == 0 {
 		return nil
 	}
-	units := []string{stagingUnit}
+	var units []string // "": a foreign window, the daemon alone
+	if stagingUnit != "" {
+		units = append(units, stagingUnit)
+	}
 	if d := s.o.DaemonUnit; d != "" {
 		if err := s.setRuntime(ctx, j, d, systemd.Policy{MemoryHigh: allowance}.CgroupProperties()...); err != nil {
 			s.log.Warn("the daemon keeps a fixed memory bound while staging", "systemd_unit", d, "err", err)
@@ -100,7 +106,10 @@ func (s *Stager) memoryPacer(ctx context.Context, j *journal, stagingUnit string
 			units = append(units, d)
 		}
 	}
-	p := &memoryPacer{sys: s.d.Systemd, sysRoot: s.o.SysRoot, units: units,
+	if len(units) == 0 {
+		return nil
+	}
+	p := &memoryPacer{sys: s.d.Systemd, sysRoot: s.o.SysRoot, units: units, staging: stagingUnit,
 		allowance: allowance, interval: time.Second, set: map[string]uint64{}}
 	for _, u := range units {
 		p.set[u] = allowance // what the policy gave them
@@ -189,7 +198,7 @@ func (p *memoryPacer) step(ctx context.Context, unit string) error {
 	if !ok {
 		return nil
 	}
-	if unit == p.units[0] {
+	if unit == p.staging {
 		// The staging unit: straight into its cgroup. systemd keeps runtime
 		// properties in control files that outlive a transient unit and
 		// would apply to the next staging unit of that name.

@@ -129,7 +129,7 @@ func TestMemoryPacerLooksUpARunningUnitOnce(t *testing.T) {
 	sys := newFakeSystemd(t.TempDir())
 	sys.unit("s.service").active = "active"
 	writeCgroup(t, root, "s.service", 10*mib, 8*mib)
-	p := &memoryPacer{sys: sys, sysRoot: root, units: []string{"s.service"}, allowance: 32 * mib, set: map[string]uint64{"s.service": 32 * mib},
+	p := &memoryPacer{sys: sys, sysRoot: root, units: []string{"s.service"}, staging: "s.service", allowance: 32 * mib, set: map[string]uint64{"s.service": 32 * mib},
 		pread: kernfstest.Pread}
 	defer p.close()
 	for i := 0; i < 3; i++ {
@@ -162,7 +162,7 @@ func TestMemoryPacerKeepsTheCgroupFilesOpen(t *testing.T) {
 	sys.unit("s.service").active = "active"
 	writeCgroup(t, root, "s.service", 10*mib, 8*mib)
 	dir := filepath.Join(root, "fs/cgroup/system.slice/s.service")
-	p := &memoryPacer{sys: sys, sysRoot: root, units: []string{"s.service"}, allowance: 32 * mib, set: map[string]uint64{"s.service": 32 * mib},
+	p := &memoryPacer{sys: sys, sysRoot: root, units: []string{"s.service"}, staging: "s.service", allowance: 32 * mib, set: map[string]uint64{"s.service": 32 * mib},
 		pread: kernfstest.Pread}
 	defer p.close()
 	high := func() uint64 {
@@ -220,7 +220,7 @@ func TestMemoryPacerStepsOnTheGuardsGrid(t *testing.T) {
 	sys := newFakeSystemd(t.TempDir())
 	sys.unit("s.service") // not running: each step asks systemd once
 	clk := clockwork.NewFakeClockAt(time.Date(2026, 12, 3, 12, 0, 0, 300_000_000, time.UTC))
-	p := &memoryPacer{sys: sys, units: []string{"s.service"}, allowance: 32 * mib, interval: time.Second,
+	p := &memoryPacer{sys: sys, units: []string{"s.service"}, staging: "s.service", allowance: 32 * mib, interval: time.Second,
 		set: map[string]uint64{"s.service": 32 * mib}, clock: clk}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -28,7 +28,8 @@ func (s *Stager) applyDaemonPolicy(ctx context.Context, j *journal, p systemd.Po
 		return err
 	}
 	restart := false
-	if st.ActiveState == "active" && s.o.RestartIdleDaemon && s.d.Daemon != nil {
+	// Never for a foreign window: the daemon runs somebody's transaction.
+	if st.ActiveState == "active" && s.o.RestartIdleDaemon && s.d.Daemon != nil && j.Foreign == nil {
 		idle, err := s.d.Daemon.Idle(ctx)
 		if err != nil {
 			s.log.Warn("cannot tell whether the daemon is idle; not restarting it", "systemd_unit", unit, "err", err)

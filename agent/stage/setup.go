@@ -149,11 +149,16 @@ type rateWriter struct {
 	disks []string
 	devs  []string // each disk's "MAJ:MIN", "" until read
 	ioMax string   // the staging unit's io.max, "" until known
+	// foreign: a window around somebody else's transaction, without a
+	// staging unit of its own to pace.
+	foreign bool
 }
 
 func (w *rateWriter) set(ctx context.Context, rate uint64) error {
 	var errs []error
-	if err := w.stagingUnit(ctx, rate); err != nil {
+	if w.foreign {
+		// No staging unit: its name may be a leftover of an earlier staging.
+	} else if err := w.stagingUnit(ctx, rate); err != nil {
 		errs = append(errs, err)
 	}
 	if d := w.s.o.DaemonUnit; d != "" {

@@ -315,42 +315,10 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 		defer cancel()
 	}
 
-	if len(s.o.Paths) > 0 {
-		if rep.Disks, err = s.sched.Disks(s.o.Paths); err != nil {
-			return rep, fmt.Errorf("staging: %w", err)
-		}
-	}
-	ordersData := len(rep.Disks) > 0 && s.filesystemsOrderData()
-	// Normal is known before anything changes: the rolling baseline from
-	// before the window, or learned now. Nothing inside the window is
-	// learned.
-	if s.o.Baseline != nil {
-		defer s.o.Baseline.Pause()()
-	}
-	costDisks := s.iocostDisks(rep.Disks)
-	useIOCost := len(costDisks) > 0
-	rep.IOCost = useIOCost
-	loop := writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, s.o.Guard.Enabled, ordersData, useIOCost) == rateLoop
-	g, base, closeInputs := s.prepareGuard(ctx, rep.Disks, loop, &rep)
-	defer closeInputs()
-	if ctx.Err() != nil {
-		return rep, fmt.Errorf("staging: %w", context.Cause(ctx))
-	}
-
-	setupStart := time.Now()
-	s.log.Info("staging setup started", "disks", rep.Disks)
-	var cost *iocostWindow // nil: iocost off
-	if useIOCost {
-		cost = &iocostWindow{disks: costDisks, base: base}
-	}
-	policy, err := s.setup(ctx, j, rep.Disks, writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, g != nil, ordersData, useIOCost), cost)
-	rep.Setup = time.Since(setupStart)
-	s.log.Info("staging setup done", "setup_seconds", round3(rep.Setup.Seconds()), "ok", err == nil)
+	w, err := s.open(ctx, j, &rep, false)
+	defer w.close()
 	if err != nil {
 		return rep, fmt.Errorf("staging: %w", err)
-	}
-	if ctx.Err() != nil {
-		return rep, fmt.Errorf("staging: %w", context.Cause(ctx))
 	}
 
 	j.StagingUnit = s.o.StagingUnit
@@ -361,36 +329,17 @@ func (s *Stager) Run(ctx context.Context, argv []string) (rep Report, err error)
 		Name:        s.o.StagingUnit,
 		Description: "update-agent: stage an OS update (" + strings.Join(argv, " ") + ")",
 		Argv:        argv,
-		Policy:      policy,
+		Policy:      w.policy,
 		KillSignal:  2, // SIGINT: the rpm-ostree CLI then cancels its transaction
 		Environment: s.o.Environment,
 	}
-	s.log.Info("staging started", "staging_unit", ts.Name, "argv", argv, "disks", rep.Disks, "guard", g != nil)
+	s.log.Info("staging started", "staging_unit", ts.Name, "argv", argv, "disks", rep.Disks, "guard", w.g != nil)
 	if err := s.d.Systemd.StartTransient(ctx, ts); err != nil {
 		return rep, fmt.Errorf("staging: %w", err)
 	}
-	stagingStart := s.now()
-
-	gdone := make(chan guard.Stats, 1)
-	gctx, stopGuard := context.WithCancelCause(context.WithoutCancel(ctx))
-	if g != nil {
-		rep.Guarded = true
-		go func() { gdone <- g.Run(gctx, base) }()
-	}
-	mdone := make(chan struct{})
-	if pacer := s.memoryPacer(ctx, j, ts.Name); pacer != nil {
-		go func() { defer close(mdone); pacer.run(gctx, s.log) }()
-	} else {
-		close(mdone)
-	}
+	stopPacing := s.pace(ctx, j, w, &rep, ts.Name)
 	st, werr := s.d.Systemd.Wait(ctx, ts.Name)
-	stopGuard(errors.New("staging unit ended"))
-	// Before the restore: the vrate is the kernel's, gone with the QoS.
-	s.learnIOCost(cost, s.now().Sub(stagingStart))
-	if g != nil {
-		rep.Guard = <-gdone
-	}
-	<-mdone
+	stopPacing("staging unit ended")
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	if werr != nil {

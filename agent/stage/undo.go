@@ -124,6 +124,11 @@ func (s *Stager) recover(ctx context.Context) error {
 		return errors.Join(wrap("recovering", s.sched.Restore()), wrap("recovering", s.iocost.Restore()))
 	}
 	s.dropEarlierBoot(j)
+	if f := j.Foreign; f != nil {
+		// Its transaction is somebody else's: only the policy goes.
+		s.log.Warn("undoing the staging window an interrupted process kept around a foreign transaction",
+			"method", f.Method, "sender", f.Sender, "found", f.Found)
+	}
 	s.log.Warn("undoing what an interrupted staging left behind", "staging_unit", j.StagingUnit,
 		"daemon_unit", j.DaemonUnit, "drop_in", j.DropIn, "scheduler", j.Scheduler, "iocost", j.IOCost)
 	// Before anything else: a unit left frozen would hold the update forever.

@@ -76,8 +76,12 @@ func runDaemon(env *cmdEnv, args []string) error {
 	// Before rpm-ostree is asked anything: a killed predecessor may have
 	// left rpm-ostreed frozen, and then status would never answer.
 	stage.RecoverAtStart(ctx, a.log, a.stagerPort.Recover)
-	if err := a.fenceOwners(ctx); err != nil {
-		return err
+	// In companion mode another updater drives the host: bootc's or
+	// zincati's is expected, not fenced off.
+	if a.companion == nil {
+		if err := a.fenceOwners(ctx); err != nil {
+			return err
+		}
 	}
 	// Without the lock, only on a worker (after the recovery: undoing a
 	// killed staging is safe anywhere).
@@ -98,7 +102,9 @@ func runDaemon(env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := a.registerDriver(ctx); err != nil {
+	if a.companion != nil {
+		a.log.Info("companion mode: not registering as rpm-ostree's update driver; another updater drives this host")
+	} else if err := a.registerDriver(ctx); err != nil {
 		return err
 	}
 
@@ -123,11 +129,20 @@ func runDaemon(env *cmdEnv, args []string) error {
 	// thawed, policy undone) and the next start resumes from the record.
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
-	go a.watchOwners(runCtx, stopRun)
+	companionDone := make(chan struct{})
+	if a.companion != nil {
+		go func() { defer close(companionDone); a.companion.run(runCtx) }()
+	} else {
+		close(companionDone)
+		go a.watchOwners(runCtx, stopRun)
+	}
 	runErr := a.engine.Run(runCtx)
+	cause := context.Cause(runCtx)
+	stopRun(nil)
+	<-companionDone // its window undone before the process ends
 	notify.Stopping()
-	log.Info("update-agent stopping", "reason", fmt.Sprint(context.Cause(runCtx)), "err", runErr)
-	if cause := context.Cause(runCtx); runErr == nil && isForeignUpdater(cause) {
+	log.Info("update-agent stopping", "reason", fmt.Sprint(cause), "err", runErr)
+	if runErr == nil && isForeignUpdater(cause) {
 		return cause
 	}
 	return runErr

@@ -215,3 +215,59 @@ func workerHost(t *testing.T, root string) {
 		t.Fatal(err)
 	}
 }
+
+// Companion mode beside zincati (its registered driver): the daemon starts
+// instead of refusing, leaves zincati the driver, and stops on SIGTERM.
+// (Pacing itself needs systemd: companion_test.go and agent/stage.)
+func TestDaemonCompanionBesideZincati(t *testing.T) {
+	bin := standin(t)
+	env := standintest.New(t, bin)
+	if _, serr, code := env.CLI("zincati.service", "deploy", "", "--register-driver=zincati"); code != 0 {
+		t.Fatalf("registering zincati: %s", serr)
+	}
+	for _, kv := range env.ClientEnv("update-agent.service") {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path="+filepath.Join(env.Dir, "no-bus"))
+	root := configRoot(t, map[string]string{"50-test.toml": "[agent]\nrpm_ostree = \"" + bin.RpmOstree + "\"\nnode_name = \"node-a\"\n" +
+		"[lock]\nenabled = false\n[updates]\nenabled = false\n[staging]\npace_foreign = true\nscheduler = \"\"\npaths = []\n[guard]\nenabled = false\n"})
+	workerHost(t, root)
+	notify := listenNotify(t, env.Dir)
+
+	done := make(chan error, 1)
+	var stderr testlog.Buffer
+	go func() { done <- runDaemon(&cmdEnv{stdout: io.Discard, stderr: &stderr}, []string{"--root", root}) }()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", stderr.String())
+		}
+	})
+	waitFor(t, "READY or exit", func() bool {
+		if notify.Has("READY=1") {
+			return true
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("daemon exited beside zincati in companion mode: %v", err)
+		default:
+		}
+		return false
+	})
+	out, _, _ := env.CLI("", "status", "--json")
+	if st, err := rpmostree.ParseStatus([]byte(out)); err != nil || st.UpdateDriver == nil || st.UpdateDriver.Name != "zincati" {
+		t.Errorf("zincati is no longer the update driver: %s", out)
+	}
+	if !strings.Contains(stderr.String(), "companion mode: pacing every rpm-ostree transaction") {
+		t.Errorf("the companion loop did not start:\n%s", stderr.String())
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("daemon: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("daemon did not stop on SIGTERM")
+	}
+}

@@ -57,6 +57,7 @@ func runDoctor(env *cmdEnv, args []string) error {
 			IOCost: cfg.Staging.IOCost.String(), IOCostModels: iocostOptions(cfg).Models,
 			EtcdIOLatencyTarget: cfg.Staging.EtcdIOLatencyTarget.D(),
 			WriteRateAuto:       cfg.Staging.IOWriteBandwidthMax == config.BandwidthAuto,
+			UpdatesDisabled:     !cfg.Updates.Enabled, PaceForeign: cfg.Staging.PaceForeign,
 		},
 		OS:      &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}},
 		Cgroups: doctor.SystemdCgroups{Root: *root},

@@ -93,6 +93,25 @@ paths = []
 		}
 	}
 
+	// The same host with the agent as a companion: zincati's graph and the
+	// MCO drive it, the agent paces their transactions; nothing fails.
+	if err := os.WriteFile(filepath.Join(offGraph, etcConfD, "60-companion.toml"), []byte("[updates]\nenabled = false\n[staging]\npace_foreign = true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = runIn("doctor", "--root", offGraph)
+	if code != exitOK {
+		t.Errorf("companion mode: exit %d, want 0:\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{
+		"ok    origin         ostree ref ",
+		"ok    machine config ",
+		"ok    companion mode on (staging.pace_foreign = true, updates.enabled = false)", "rpm-ostree is idle",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("companion mode: doctor output lacks %q:\n%s", want, out)
+		}
+	}
+
 	broken := configRoot(t, map[string]string{"50-test.toml": conf("/nonexistent/rpm-ostree", "http://127.0.0.1:1")})
 	code, out, stderr = runIn("doctor", "--root", broken)
 	t.Logf("doctor, broken:\n%s%s", out, stderr)

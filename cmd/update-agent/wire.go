@@ -73,6 +73,9 @@ type agent struct {
 	gateLog *adapters.GateLog
 	// starting is set while the daemon has not read the OS status yet.
 	starting atomic.Pointer[startingState]
+	// companion paces foreign transactions (staging.pace_foreign); nil
+	// otherwise.
+	companion *companion
 }
 
 // rooted prefixes an absolute host path with --root (tests, the guest).
@@ -115,6 +118,9 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 		a.metrics.GuardDecisions("freeze", rep.Guard.Freezes)
 		a.metrics.GuardDecisions("forced_thaw", rep.Guard.ForcedThaws)
 		a.metrics.Frozen(rep.Guard.Frozen)
+	}
+	if companionMode(cfg) {
+		a.companion = &companion{status: client, pacer: a.stager, every: companionPoll, log: a.log, done: a.stager.Done}
 	}
 	if err := a.wireBackend(client); err != nil {
 		return nil, err

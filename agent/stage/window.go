@@ -1,0 +1,108 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/guard"
+	"github.com/update-agent/update-agent/agent/systemd"
+)
+
+// window is an opened staging window: what paces it, and what to close
+// (the kept guard inputs, the paused rolling baseline) once it ends. The
+// changes themselves are in the journal, for undo.
+type window struct {
+	foreign bool
+	g       *guard.Guard
+	base    guard.Baseline
+	cost    *iocostWindow // nil: iocost off
+	// policy is what the staging unit gets (the daemon has it already).
+	policy  systemd.Policy
+	closers []func()
+}
+
+// close releases what open kept, newest first; the window's changes are
+// undone separately (undo), after it.
+func (w *window) close() {
+	for i := len(w.closers) - 1; i >= 0; i-- {
+		w.closers[i]()
+	}
+}
+
+// open finds the disks, takes the baseline (before anything changes) and
+// opens the window (setup): shared by Run and PaceForeign. It returns a
+// window to close even on error. foreign: around somebody else's
+// transaction, without a staging unit.
+func (s *Stager) open(ctx context.Context, j *journal, rep *Report, foreign bool) (*window, error) {
+	w := &window{foreign: foreign, policy: s.o.Policy}
+	if len(s.o.Paths) > 0 {
+		var err error
+		if rep.Disks, err = s.sched.Disks(s.o.Paths); err != nil {
+			return w, err
+		}
+	}
+	ordersData := len(rep.Disks) > 0 && s.filesystemsOrderData()
+	// Normal is known before anything changes: the rolling baseline from
+	// before the window, or learned now. Nothing inside the window is
+	// learned.
+	if s.o.Baseline != nil {
+		w.closers = append(w.closers, s.o.Baseline.Pause())
+	}
+	costDisks := s.iocostDisks(rep.Disks)
+	useIOCost := len(costDisks) > 0
+	rep.IOCost = useIOCost
+	loop := writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, s.o.Guard.Enabled, ordersData, useIOCost) == rateLoop
+	g, base, closeInputs := s.prepareGuard(ctx, rep.Disks, loop, foreign, rep)
+	w.closers = append(w.closers, closeInputs)
+	w.g, w.base = g, base
+	if ctx.Err() != nil {
+		return w, context.Cause(ctx)
+	}
+
+	setupStart := time.Now()
+	s.log.Info("staging setup started", "disks", rep.Disks, "foreign", foreign)
+	if useIOCost {
+		w.cost = &iocostWindow{disks: costDisks, base: base}
+	}
+	policy, err := s.setup(ctx, j, rep.Disks, writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, g != nil, ordersData, useIOCost), w.cost)
+	w.policy = policy
+	rep.Setup = time.Since(setupStart)
+	s.log.Info("staging setup done", "setup_seconds", round3(rep.Setup.Seconds()), "ok", err == nil)
+	if err != nil {
+		return w, err
+	}
+	if ctx.Err() != nil {
+		return w, context.Cause(ctx)
+	}
+	return w, nil
+}
+
+// pace starts the guard and the memory pacer on the open window (unit:
+// the staging unit, "" for a foreign window). The returned stop ends them,
+// learns iocost's model from the time paced (before the restore: the
+// vrate is the kernel's, gone with the QoS) and puts the guard's stats in
+// rep.
+func (s *Stager) pace(ctx context.Context, j *journal, w *window, rep *Report, unit string) (stop func(why string)) {
+	start := s.now()
+	gdone := make(chan guard.Stats, 1)
+	gctx, stopGuard := context.WithCancelCause(context.WithoutCancel(ctx))
+	if w.g != nil {
+		rep.Guarded = true
+		go func() { gdone <- w.g.Run(gctx, w.base) }()
+	}
+	mdone := make(chan struct{})
+	if pacer := s.memoryPacer(ctx, j, unit); pacer != nil {
+		go func() { defer close(mdone); pacer.run(gctx, s.log) }()
+	} else {
+		close(mdone)
+	}
+	return func(why string) {
+		stopGuard(errors.New(why))
+		s.learnIOCost(w.cost, s.now().Sub(start))
+		if w.g != nil {
+			rep.Guard = <-gdone
+		}
+		<-mdone
+	}
+}
