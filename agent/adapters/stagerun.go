@@ -44,7 +44,8 @@ func (l *lazyStage) stager(ctx context.Context, build func(context.Context) (*st
 func (l *lazyStage) record(rep stage.Report, err error) {
 	r := &engine.StagingReport{At: time.Now(), Seconds: rep.Duration.Seconds(), OK: err == nil, Disks: rep.Disks,
 		Guarded: rep.Guarded, Freezes: rep.Guard.Freezes, ForcedThaws: rep.Guard.ForcedThaws, Frozen: rep.Guard.Frozen.Seconds(),
-		Baseline: rep.Baseline, Setup: rep.Setup.Seconds(), WriteRate: rep.Guard.Rate, RateCuts: rep.Guard.RateCuts}
+		Baseline: rep.Baseline, Setup: rep.Setup.Seconds(), WriteRate: rep.Guard.Rate, RateCuts: rep.Guard.RateCuts,
+		Pacing: rep.Pacing}
 	if err != nil {
 		r.Error = err.Error()
 	}

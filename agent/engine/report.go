@@ -20,6 +20,9 @@ type StagingReport struct {
 	Setup       float64   `json:"setup_seconds"`
 	WriteRate   uint64    `json:"write_rate,omitempty"`
 	RateCuts    int       `json:"write_rate_cuts,omitempty"`
+	// Pacing is how the window paced staging ("iocost (vda learned)",
+	// "write rate loop", ...).
+	Pacing string `json:"pacing,omitempty"`
 }
 
 // QueuePosition is where this node stood when it last waited for a slot

@@ -148,6 +148,19 @@ func (s Source) String() string {
 	return fmt.Sprintf("source %d", uint8(s))
 }
 
+// Short is the source in a word, for status lines and metric labels.
+func (s Source) Short() string {
+	switch s {
+	case Configured:
+		return "given"
+	case LearnedModel:
+		return "learned"
+	case Seeded:
+		return "seed"
+	}
+	return "unknown"
+}
+
 // Learns is whether the window learns from a disk with this source: an
 // operator's model is theirs to change.
 func (s Source) Learns() bool { return s == LearnedModel || s == Seeded }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,7 @@ type Metrics struct {
 	leaderMoves    prometheus.Counter
 	failures       *prometheus.CounterVec
 	fleetLock      *prometheus.CounterVec
+	pacing         *prometheus.GaugeVec
 
 	alerting alerting // alerting.go
 }
@@ -74,6 +76,10 @@ func New(version string) *Metrics {
 			Help: "FleetLock requests served, by endpoint and answer kind (ok or the error kind).",
 		}, []string{"endpoint", "kind"}),
 	}
+	m.pacing = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: ns, Name: "staging_pacing",
+		Help: "1 for how the last staging window paced staging (mode: iocost, write_rate_loop, fixed_write_cap, no_write_cap; model: the iocost models' sources), 0 for the others seen.",
+	}, []string{"mode", "models"})
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: ns, Name: "build_info", Help: "Always 1; the agent's version.",
 	}, []string{"version"})
@@ -81,7 +87,7 @@ func New(version string) *Metrics {
 	m.alerting = newAlerting()
 	m.Registry.MustRegister(m.alerting.collectors()...)
 	m.Registry.MustRegister(m.state, m.stagingSeconds, m.frozenSeconds, m.guardDecisions,
-		m.lockWait, m.leaderMoves, m.failures, m.fleetLock, info,
+		m.lockWait, m.leaderMoves, m.failures, m.fleetLock, m.pacing, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, p := range state.Phases {
 		m.state.WithLabelValues(string(p))
@@ -110,6 +116,32 @@ func (m *Metrics) StagingDone(d time.Duration, err error) {
 		r = "error"
 	}
 	m.stagingSeconds.WithLabelValues(r).Observe(d.Seconds())
+}
+
+// Paced records how the last staging window paced: summary is
+// stage.Report's Pacing ("iocost (vda learned, vdb seed)", "write rate
+// loop", ...), split into a mode and the models.
+func (m *Metrics) Paced(summary string) {
+	if summary == "" {
+		return
+	}
+	mode, models := pacingLabels(summary)
+	m.pacing.Reset()
+	m.pacing.WithLabelValues(mode, models).Set(1)
+}
+
+// pacingLabels turns a pacing summary into the metric's labels.
+func pacingLabels(summary string) (mode, models string) {
+	if rest, ok := strings.CutPrefix(summary, "iocost ("); ok {
+		return "iocost", strings.TrimSuffix(rest, ")")
+	}
+	switch {
+	case strings.HasPrefix(summary, "write rate loop"):
+		return "write_rate_loop", ""
+	case strings.HasPrefix(summary, "no write cap"):
+		return "no_write_cap", ""
+	}
+	return "fixed_write_cap", ""
 }
 
 // LockWaited records how long taking a slot took.

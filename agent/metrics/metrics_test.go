@@ -143,3 +143,37 @@ func TestFleetLockRequests(t *testing.T) {
 		}
 	}
 }
+
+// The pacing gauge carries the last window's pacing only.
+func TestPaced(t *testing.T) {
+	m := New("test")
+	series := func() map[string]float64 {
+		out := map[string]float64{}
+		mfs, err := m.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "update_agent_staging_pacing" {
+				continue
+			}
+			for _, mt := range mf.GetMetric() {
+				var l []string
+				for _, lp := range mt.GetLabel() {
+					l = append(l, lp.GetName()+"="+lp.GetValue())
+				}
+				out[strings.Join(l, ",")] = mt.GetGauge().GetValue()
+			}
+		}
+		return out
+	}
+	m.Paced("iocost (vda learned, vdb seed)")
+	m.Paced("") // no window: nothing changes
+	if got := series(); len(got) != 1 || got["mode=iocost,models=vda learned, vdb seed"] != 1 {
+		t.Errorf("after an iocost window: %v", got)
+	}
+	m.Paced("write rate loop")
+	if got := series(); len(got) != 1 || got["mode=write_rate_loop,models="] != 1 {
+		t.Errorf("after a rate loop window: %v", got)
+	}
+}

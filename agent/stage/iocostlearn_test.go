@@ -66,11 +66,12 @@ func TestIOCostLearnsTheDisk(t *testing.T) {
 		wantQoS   string
 		want      iocost.Model // kept after it
 		windows   int
+		pacing    string
 	}{
-		{45 * time.Second, "31.20", seed, seededQoS, learned1, 1},
-		{45 * time.Second, "120.00", learned1.Line("252:16"), windowQoS, learned2, 2},
+		{45 * time.Second, "31.20", seed, seededQoS, learned1, 1, "iocost (vdb seed)"},
+		{45 * time.Second, "120.00", learned1.Line("252:16"), windowQoS, learned2, 2, "iocost (vdb learned)"},
 		// Too short to say anything: the model stays.
-		{10 * time.Second, "400.00", learned2.Line("252:16"), windowQoS, learned2, 2},
+		{10 * time.Second, "400.00", learned2.Line("252:16"), windowQoS, learned2, 2, "iocost (vdb learned)"},
 	}
 	for i, st := range steps {
 		*window = st.window
@@ -81,8 +82,12 @@ func TestIOCostLearnsTheDisk(t *testing.T) {
 			e.assertIOCostWindow(t, filepath.Join(e.opts.SysRoot, "fs/cgroup/io.cost.qos"), st.wantQoS)
 			return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
 		}
-		if _, err := e.stager(t, fakeDaemon{idle: false}).Run(context.Background(), argv); err != nil {
+		rep, err := e.stager(t, fakeDaemon{idle: false}).Run(context.Background(), argv)
+		if err != nil {
 			t.Fatal(err)
+		}
+		if rep.Pacing != st.pacing {
+			t.Errorf("window %d: pacing %q, want %q", i+1, rep.Pacing, st.pacing)
 		}
 		if inWindow != st.wantModel {
 			t.Errorf("window %d: io.cost.model %q, want %q", i+1, inWindow, st.wantModel)
@@ -132,5 +137,26 @@ func TestIOCostLearnsNothingFrom(t *testing.T) {
 				t.Errorf("learned %+v", set)
 			}
 		})
+	}
+}
+
+func TestPacingSummary(t *testing.T) {
+	cost := &iocostWindow{plans: []iocost.DiskPlan{{Disk: "vda", Source: iocost.Configured}, {Disk: "vdb", Source: iocost.Seeded}}}
+	for _, c := range []struct {
+		mode    writeRate
+		cost    *iocostWindow
+		ordered bool
+		want    string
+	}{
+		{rateNone, cost, true, "iocost (vda given, vdb seed)"},
+		{rateLoop, nil, false, "write rate loop"},
+		{rateFixed, nil, false, "fixed write cap"},
+		{rateStart, nil, false, "write cap at the start rate (no guard)"},
+		{rateNone, nil, true, "no write cap (journal orders data)"},
+		{rateNone, nil, false, "no write cap"},
+	} {
+		if got := pacingSummary(c.mode, c.cost, c.ordered); got != c.want {
+			t.Errorf("pacingSummary(%v, %v, %v) = %q, want %q", c.mode, c.cost != nil, c.ordered, got, c.want)
+		}
 	}
 }

@@ -269,6 +269,8 @@ type Report struct {
 	Guarded bool
 	// IOCost: the window ran under the kernel's iocost.
 	IOCost bool
+	// Pacing says in a line how the window paced staging (pacingSummary).
+	Pacing string
 	// Baseline says where the guard's baseline came from.
 	Baseline string
 	// Setup is how long opening the window took (scheduler, policies,

@@ -3,6 +3,7 @@ package stage
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/update-agent/update-agent/agent/guard"
@@ -65,8 +66,10 @@ func (s *Stager) open(ctx context.Context, j *journal, rep *Report, foreign bool
 	if useIOCost {
 		w.cost = &iocostWindow{disks: costDisks, base: base}
 	}
-	policy, err := s.setup(ctx, j, rep.Disks, writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, g != nil, ordersData, useIOCost), w.cost)
+	mode := writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, g != nil, ordersData, useIOCost)
+	policy, err := s.setup(ctx, j, rep.Disks, mode, w.cost)
 	w.policy = policy
+	rep.Pacing = pacingSummary(mode, w.cost, ordersData)
 	rep.Setup = time.Since(setupStart)
 	s.log.Info("staging setup done", "setup_seconds", round3(rep.Setup.Seconds()), "ok", err == nil)
 	if err != nil {
@@ -105,4 +108,29 @@ func (s *Stager) pace(ctx context.Context, j *journal, w *window, rep *Report, u
 		}
 		<-mdone
 	}
+}
+
+// pacingSummary says in a line how a window paces staging: iocost with
+// each disk's model source, or the write cap's mode (for `status` and the
+// metrics).
+func pacingSummary(mode writeRate, cost *iocostWindow, ordersData bool) string {
+	if cost != nil {
+		var parts []string
+		for _, p := range cost.plans {
+			parts = append(parts, p.Disk+" "+p.Source.Short())
+		}
+		return "iocost (" + strings.Join(parts, ", ") + ")"
+	}
+	switch mode {
+	case rateLoop:
+		return "write rate loop"
+	case rateFixed:
+		return "fixed write cap"
+	case rateStart:
+		return "write cap at the start rate (no guard)"
+	}
+	if ordersData {
+		return "no write cap (journal orders data)"
+	}
+	return "no write cap"
 }

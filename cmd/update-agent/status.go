@@ -238,6 +238,9 @@ func printStatus(w io.Writer, r statusReport, now time.Time) {
 			g = fmt.Sprintf("guard: %d freezes, %.1fs frozen, %d forced thaws", s.Freezes, s.Frozen, s.ForcedThaws)
 		}
 		line("Last staging", "%s, %.0fs, %s (%s)", ago(s.At, now), s.Seconds, res, g)
+		if s.Pacing != "" {
+			line("Pacing", "%s", s.Pacing)
+		}
 	}
 	if st.LastError != "" {
 		line("Last error", "%s", st.LastError)

@@ -43,3 +43,18 @@ func TestPrintStatusPendingAndGates(t *testing.T) {
 		}
 	}
 }
+
+// The last staging's pacing gets its own line: how the window paced, and
+// each disk's iocost model source.
+func TestPrintStatusPacing(t *testing.T) {
+	now := time.Date(2026, 12, 6, 15, 0, 0, 0, time.UTC)
+	r := statusReport{Node: "cp1", Version: "1.0", Strategy: "immediate",
+		Engine: engine.Snapshot{State: state.State{Phase: state.Staged, Since: now.Add(-time.Minute)}},
+		Staging: &engine.StagingReport{At: now.Add(-2 * time.Minute), Seconds: 130, OK: true, Guarded: true, Freezes: 3,
+			Pacing: "iocost (vda learned)"}}
+	var b bytes.Buffer
+	printStatus(&b, r, now)
+	if !strings.Contains(b.String(), "Pacing:         iocost (vda learned)") {
+		t.Errorf("status lacks the pacing line:\n%s", b.String())
+	}
+}

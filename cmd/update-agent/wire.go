@@ -118,6 +118,7 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 		a.metrics.GuardDecisions("freeze", rep.Guard.Freezes)
 		a.metrics.GuardDecisions("forced_thaw", rep.Guard.ForcedThaws)
 		a.metrics.Frozen(rep.Guard.Frozen)
+		a.metrics.Paced(rep.Pacing)
 	}
 	if companionMode(cfg) {
 		a.companion = &companion{status: client, pacer: a.stager, every: companionPoll, log: a.log, done: a.stager.Done}
