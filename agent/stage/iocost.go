@@ -27,12 +27,17 @@ type IOCostOptions struct {
 	// IOWeight replaces Policy.IOWeight on the stager and the daemon;
 	// EtcdIOWeight goes on EtcdUnit (0: left alone).
 	IOWeight, EtcdIOWeight uint64
+	// EtcdFeedback: the guard's write rate loop sets each disk's vrate
+	// ceiling (io.cost.qos max) from etcd's latency (vrateCeiling).
+	EtcdFeedback bool
 }
 
 // IOCost is the controller's edge (iocost.Controller).
 type IOCost interface {
 	Available() error
 	Apply(plans []iocost.DiskPlan) error
+	// SetQoS changes a disk's QoS in the window (the vrate ceiling).
+	SetQoS(disk string, q iocost.QoS) error
 	Restore() error
 	// DiskID, Vrate and the learned set are for learning the model of a
 	// disk nobody gave one for (agent/iocost/learn.go).

@@ -1,6 +1,8 @@
 package stage
 
 import (
+	"context"
+	"errors"
 	"time"
 
 	"github.com/update-agent/update-agent/agent/iocost"
@@ -35,6 +37,10 @@ func (s *Stager) iocostPlans(disks []string, q iocost.QoS) ([]iocost.DiskPlan, m
 		dq := q
 		if src == iocost.Seeded {
 			dq.Max = max(dq.Max, iocost.SeedVrateMax)
+		}
+		if s.o.IOCost.EtcdFeedback && s.o.Guard.Enabled {
+			// The loop's first ceiling: its start rate on this model.
+			dq.Max = vrateCeiling(s.o.WriteRate.WithDefaults().Start, m, dq.Min, dq.Max)
 		}
 		if id != "" {
 			ids[d] = id
@@ -84,4 +90,51 @@ func (s *Stager) learnIOCost(w *iocostWindow, ran time.Duration) {
 			s.log.Warn("iocost: the learned model is lost", "err", err)
 		}
 	}
+}
+
+// vrateCeiling is the vrate (percent, io.cost.qos max) at which model m
+// writes rate bytes/s, within lo..hi: the write rate loop's rate as a
+// ceiling on the kernel's scaling of the disk's model.
+func vrateCeiling(rate uint64, m iocost.Model, lo, hi float64) float64 {
+	if m.WBps == 0 {
+		return hi
+	}
+	pct := float64(rate) / float64(m.WBps) * 100
+	return min(max(pct, lo), hi)
+}
+
+// ceilingWriter is the guard's rate setter under iocost with etcd
+// feedback: each disk's vrate ceiling follows the loop's rate, between the
+// window's vrate bounds for the disk (the plans Apply wrote).
+type ceilingWriter struct {
+	s    *Stager
+	w    *window
+	top  map[string]float64 // each disk's plan max before the loop
+	last float64
+}
+
+func (c *ceilingWriter) set(_ context.Context, rate uint64) error {
+	if c.w.cost == nil {
+		return nil
+	}
+	if c.top == nil {
+		c.top = map[string]float64{}
+		for _, p := range c.w.cost.plans {
+			c.top[p.Disk] = max(p.QoS.Max, c.s.o.IOCost.Targets.VrateMax)
+			if p.Source == iocost.Seeded {
+				c.top[p.Disk] = max(c.top[p.Disk], iocost.SeedVrateMax)
+			}
+		}
+	}
+	var errs []error
+	for _, p := range c.w.cost.plans {
+		if p.Model == nil {
+			continue
+		}
+		q := p.QoS
+		q.Max = vrateCeiling(rate, *p.Model, q.Min, c.top[p.Disk])
+		errs = append(errs, c.s.iocost.SetQoS(p.Disk, q))
+		c.last = q.Max
+	}
+	return errors.Join(errs...)
 }

@@ -54,7 +54,11 @@ func (s *Stager) open(ctx context.Context, j *journal, rep *Report, foreign bool
 	useIOCost := len(costDisks) > 0
 	rep.IOCost = useIOCost
 	loop := writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, s.o.Guard.Enabled, ordersData, useIOCost) == rateLoop
-	g, base, closeInputs := s.prepareGuard(ctx, rep.Disks, loop, foreign, rep)
+	var ceiling *ceilingWriter
+	if useIOCost && s.o.IOCost.EtcdFeedback {
+		ceiling = &ceilingWriter{s: s, w: w}
+	}
+	g, base, closeInputs := s.prepareGuard(ctx, rep.Disks, loop, foreign, rep, ceiling)
 	w.closers = append(w.closers, closeInputs)
 	w.g, w.base = g, base
 	if ctx.Err() != nil {
@@ -70,6 +74,9 @@ func (s *Stager) open(ctx context.Context, j *journal, rep *Report, foreign bool
 	policy, err := s.setup(ctx, j, rep.Disks, mode, w.cost)
 	w.policy = policy
 	rep.Pacing = pacingSummary(mode, w.cost, ordersData)
+	if ceiling != nil && g != nil {
+		rep.Pacing += ", vrate ceiling from etcd's latency"
+	}
 	rep.Setup = time.Since(setupStart)
 	s.log.Info("staging setup done", "setup_seconds", round3(rep.Setup.Seconds()), "ok", err == nil)
 	if err != nil {
