@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/update-agent/update-agent/agent/iosched"
 )
 
 // ModelSource is where the cost model iocost uses on a disk in the
@@ -48,34 +50,16 @@ func (d Doctor) modelSource(disk string) (ModelSource, string) {
 	return ModelSeed, ""
 }
 
-// rateMode is the window's write cap on the disks iocost is not on.
-type rateMode int
+// rateMode is the window's write cap on the disks iocost is not on: the
+// stager's own decision (iosched.WriteCapMode).
+type rateMode = iosched.WriteCap
 
 const (
-	rateNone  rateMode = iota // no cap
-	rateFixed                 // staging.io_write_bandwidth_max as a rate
-	rateStart                 // "auto" without the guard: the start rate, fixed
-	rateLoop                  // "auto": the rate loop sets it
+	rateNone  = iosched.CapNone
+	rateFixed = iosched.CapFixed
+	rateStart = iosched.CapStart
+	rateLoop  = iosched.CapLoop
 )
-
-// windowRate follows agent/stage's writeRateMode case by case (it is
-// unexported there and this package may not change it): "auto" sets no
-// cap under iocost or on a journal that orders data.
-func windowRate(auto bool, fixed uint64, guarded, ordersData, iocost bool) rateMode {
-	switch {
-	case auto && iocost:
-		return rateNone
-	case auto && ordersData:
-		return rateNone
-	case auto && guarded:
-		return rateLoop
-	case auto:
-		return rateStart
-	case fixed > 0:
-		return rateFixed
-	}
-	return rateNone
-}
 
 // window is what the stager would find for the staging window.
 type window struct {
@@ -112,7 +96,7 @@ func (d Doctor) stagingWindow(disks []string) window {
 			}
 		}
 	}
-	w.rate = windowRate(d.In.WriteRateAuto, d.In.WriteBandwidthMax, d.In.GuardEnabled, len(w.ordered) > 0, len(w.cost) > 0)
+	w.rate = iosched.WriteCapMode(d.In.WriteRateAuto, d.In.WriteBandwidthMax, d.In.GuardEnabled, len(w.ordered) > 0, len(w.cost) > 0)
 	return w
 }
 

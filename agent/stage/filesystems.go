@@ -1,5 +1,7 @@
 package stage
 
+import "github.com/update-agent/update-agent/agent/iosched"
+
 // filesystemsOrderData says which file systems, and journal modes, are
 // behind the staging paths (logged: the journal is where an operator reads
 // what staging did), and whether one of them orders data in its journal:
@@ -21,41 +23,15 @@ func (s *Stager) filesystemsOrderData() bool {
 	return ordered
 }
 
-// writeRate is how the staging window caps writes.
-type writeRate int
+// writeRate is how the staging window caps writes (iosched.WriteCapMode
+// decides it; doctor reports the same decision).
+type writeRate = iosched.WriteCap
 
 const (
-	rateNone  writeRate = iota // no cap
-	rateFixed                  // Options.WriteBandwidthMax
-	rateStart                  // "auto" without a guard: the start rate, fixed
-	rateLoop                   // "auto": the rate controller sets it
+	rateNone  = iosched.CapNone
+	rateFixed = iosched.CapFixed
+	rateStart = iosched.CapStart
+	rateLoop  = iosched.CapLoop
 )
 
-// writeRateMode decides the window's write cap. "auto" on a journal that
-// orders data means no cap: an fsync there commits the journal, and the
-// commit first waits for the stager's data already under write-back, at
-// the cap's pace. Measured (full-ostree-ext4-600MiB-1, ext4 data=ordered,
-// 3000 IOPS / 125 MB/s): the loop at its 4 MB/s floor made etcd's WAL
-// fsync p99 x14 alone against x2.8 for plain staging, and staging 3.6x
-// slower. The memory bound (how much dirty data a commit can find) and
-// the guard's freezes pace it there instead. A fixed cap stays what the
-// operator asked for.
-//
-// Under iocost, "auto" means no cap either: the kernel scales the
-// stager's share from the disk's latency, and a cap on top would delay
-// the write-back an ext4 commit waits for.
-func writeRateMode(auto bool, fixed uint64, guarded, ordersData, iocost bool) writeRate {
-	switch {
-	case auto && iocost:
-		return rateNone
-	case auto && ordersData:
-		return rateNone
-	case auto && guarded:
-		return rateLoop
-	case auto:
-		return rateStart
-	case fixed > 0:
-		return rateFixed
-	}
-	return rateNone
-}
+var writeRateMode = iosched.WriteCapMode

@@ -200,6 +200,9 @@ func TestIOCostEtcdFeedbackSetsTheCeiling(t *testing.T) {
 	e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
 		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 			q := readString(t, qos)
+			if q == "" {
+				continue // read between the write's truncate and its line
+			}
 			if len(seen) == 0 || seen[len(seen)-1] != q {
 				seen = append(seen, q)
 			}
