@@ -119,6 +119,10 @@ func TestIOCostWindow(t *testing.T) {
 	iocostOn(t, g, "iocost = true")
 	g.MustRun(t, "rm -f /var/lib/update-agent/iocost-learned.json")
 	pullDelayFor(t, g, "40s")
+	// The running daemon has no delay in its environment yet (the window
+	// sets its policy live, without a restart): the window would end
+	// before iocost.MinLearnWindow.
+	g.MustRun(t, "systemctl restart rpm-ostreed")
 	assertCostOff(t, g, "before staging")
 	b := snapshot(t, g)
 	etcdWeight := show(t, g, etcdStandin, "IOWeight")["IOWeight"]
