@@ -6,9 +6,10 @@
 #   rpm rpm2cpio cpio       the guest e2e installs the agent's RPM
 #   qemu-*, debootstrap ... the qemu test guest and its disks
 #   iproute2                network namespaces for tests that need real addresses
+#   systemd                 journalctl compiles the shipped journal catalog in a test
 set -euo pipefail
 pkgs=(ostree rpm rpm2cpio cpio qemu-system-x86 qemu-utils debootstrap e2fsprogs xfsprogs
-  openssh-client iproute2)
+  openssh-client iproute2 systemd)
 need=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
