@@ -99,6 +99,7 @@ type iocostWindow struct {
 	base  guard.Baseline
 	plans []iocost.DiskPlan
 	ids   map[string]string
+	tops  map[string]float64 // each disk's vrate bound (the ceiling's top)
 }
 
 // walFsyncP99 is etcd's WAL fsync p99 in the guard's baseline, 0 when
@@ -122,7 +123,7 @@ func (s *Stager) applyIOCost(ctx context.Context, j *journal, w *iocostWindow) e
 	q, why := iocost.DeriveQoS(t)
 	s.log.Info("iocost QoS for the staging window", "latency_target_us", q.WLat, "latency_source", why,
 		"percentile", q.WPct, "vrate_min", q.Min, "vrate_max", q.Max)
-	w.plans, w.ids = s.iocostPlans(w.disks, q)
+	w.plans, w.ids, w.tops = s.iocostPlans(w.disks, q)
 	j.IOCost = true
 	if err := s.saveJournal(j); err != nil {
 		return err

@@ -12,13 +12,13 @@ import (
 // the one learned on the disk, else the seed, which may climb to
 // iocost.SeedVrateMax. A disk without an ID (sysfs unreadable) runs the
 // seed and learns nothing.
-func (s *Stager) iocostPlans(disks []string, q iocost.QoS) ([]iocost.DiskPlan, map[string]string) {
+// tops are each disk's vrate bound before the etcd feedback's ceiling.
+func (s *Stager) iocostPlans(disks []string, q iocost.QoS) (plans []iocost.DiskPlan, ids map[string]string, tops map[string]float64) {
 	set, err := s.iocost.LoadLearned()
 	if err != nil {
 		s.log.Warn("iocost: starting from the seed model", "err", err)
 	}
-	ids := map[string]string{}
-	var plans []iocost.DiskPlan
+	ids, tops = map[string]string{}, map[string]float64{}
 	for _, d := range disks {
 		var given *iocost.Model
 		if m, ok := s.o.IOCost.Models[d]; ok {
@@ -38,6 +38,7 @@ func (s *Stager) iocostPlans(disks []string, q iocost.QoS) ([]iocost.DiskPlan, m
 		if src == iocost.Seeded {
 			dq.Max = max(dq.Max, iocost.SeedVrateMax)
 		}
+		tops[d] = dq.Max
 		if s.o.IOCost.EtcdFeedback && s.o.Guard.Enabled {
 			// The loop's first ceiling: its start rate on this model.
 			dq.Max = vrateCeiling(s.o.WriteRate.WithDefaults().Start, m, dq.Min, dq.Max)
@@ -47,7 +48,7 @@ func (s *Stager) iocostPlans(disks []string, q iocost.QoS) ([]iocost.DiskPlan, m
 		}
 		plans = append(plans, iocost.DiskPlan{Disk: d, QoS: dq, Model: &m, Source: src})
 	}
-	return plans, ids
+	return plans, ids, tops
 }
 
 // learnIOCost keeps, for each disk the window learns on, the model it
@@ -105,26 +106,15 @@ func vrateCeiling(rate uint64, m iocost.Model, lo, hi float64) float64 {
 
 // ceilingWriter is the guard's rate setter under iocost with etcd
 // feedback: each disk's vrate ceiling follows the loop's rate, between the
-// window's vrate bounds for the disk (the plans Apply wrote).
+// window's vrate bounds for the disk (iocostWindow.tops).
 type ceilingWriter struct {
-	s    *Stager
-	w    *window
-	top  map[string]float64 // each disk's plan max before the loop
-	last float64
+	s *Stager
+	w *window
 }
 
 func (c *ceilingWriter) set(_ context.Context, rate uint64) error {
 	if c.w.cost == nil {
 		return nil
-	}
-	if c.top == nil {
-		c.top = map[string]float64{}
-		for _, p := range c.w.cost.plans {
-			c.top[p.Disk] = max(p.QoS.Max, c.s.o.IOCost.Targets.VrateMax)
-			if p.Source == iocost.Seeded {
-				c.top[p.Disk] = max(c.top[p.Disk], iocost.SeedVrateMax)
-			}
-		}
 	}
 	var errs []error
 	for _, p := range c.w.cost.plans {
@@ -132,9 +122,8 @@ func (c *ceilingWriter) set(_ context.Context, rate uint64) error {
 			continue
 		}
 		q := p.QoS
-		q.Max = vrateCeiling(rate, *p.Model, q.Min, c.top[p.Disk])
+		q.Max = vrateCeiling(rate, *p.Model, q.Min, c.w.cost.tops[p.Disk])
 		errs = append(errs, c.s.iocost.SetQoS(p.Disk, q))
-		c.last = q.Max
 	}
 	return errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -194,28 +195,24 @@ func TestIOCostEtcdFeedbackSetsTheCeiling(t *testing.T) {
 	os.WriteFile(ioStat, []byte("252:16 cost.vrate=100.00\n"), 0o644)
 	e.opts.IOCost.EtcdFeedback = true
 	e.opts.WriteRate = guard.RateConfig{Min: 1_000_000} // below the start, as the rate loop's test
-	qos := filepath.Join(e.opts.SysRoot, "fs/cgroup/io.cost.qos")
 	start := vrateCeiling(e.opts.WriteRate.WithDefaults().Start, iocost.Seed, 5, 1000)
-	var seen []string
+	// Every io.cost.qos line the window writes, in order (polling the file
+	// missed the first when the loop cut before the first read).
+	rec := &qosRecorder{IOCost: e.opts.iocostController()}
 	e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
-		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-			q := readString(t, qos)
-			if q == "" {
-				continue // read between the write's truncate and its line
-			}
-			if len(seen) == 0 || seen[len(seen)-1] != q {
-				seen = append(seen, q)
-			}
-			if len(seen) >= 3 {
-				break
-			}
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && len(rec.lines()) < 3; time.Sleep(10 * time.Millisecond) {
 		}
 		return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
 	}
-	rep, err := e.stager(t, fakeDaemon{idle: false}).Run(context.Background(), argv)
+	s, err := New(e.opts, Deps{Systemd: e.sys, Runner: e.ostree, Daemon: fakeDaemon{idle: false}, Scheduler: e.sched, Now: e.now, IOCost: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
+	rep, err := s.Run(context.Background(), argv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := rec.lines()
 	first := fmt.Sprintf("252:16 enable=1 ctrl=user rpct=95.00 rlat=20800 wpct=95.00 wlat=20800 min=5.00 max=%.2f", start)
 	if len(seen) < 2 || seen[0] != first {
 		t.Fatalf("io.cost.qos in the window %q, want %q first, then lower ceilings", seen, first)
@@ -229,4 +226,36 @@ func TestIOCostEtcdFeedbackSetsTheCeiling(t *testing.T) {
 	if !strings.HasSuffix(rep.Pacing, "vrate ceiling from etcd's latency") {
 		t.Errorf("pacing %q", rep.Pacing)
 	}
+}
+
+// qosRecorder is the real controller, recording each QoS line it is
+// given in the window (Apply's, then SetQoS's).
+type qosRecorder struct {
+	IOCost
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *qosRecorder) Apply(plans []iocost.DiskPlan) error {
+	r.mu.Lock()
+	for _, p := range plans {
+		r.got = append(r.got, p.QoS.Line("252:16"))
+	}
+	r.mu.Unlock()
+	return r.IOCost.Apply(plans)
+}
+
+func (r *qosRecorder) SetQoS(disk string, q iocost.QoS) error {
+	r.mu.Lock()
+	if len(r.got) == 0 || r.got[len(r.got)-1] != q.Line("252:16") {
+		r.got = append(r.got, q.Line("252:16"))
+	}
+	r.mu.Unlock()
+	return r.IOCost.SetQoS(disk, q)
+}
+
+func (r *qosRecorder) lines() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.got...)
 }
