@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -16,7 +17,11 @@ func FillBackend(t testing.TB, ctx context.Context, cli *clientv3.Client) int64 
 	t.Helper()
 	val := strings.Repeat("x", 64<<10)
 	var rev int64
-	for i := 0; i < 200; i++ {
+	// etcd checks the quota against the backend's size as of its last
+	// commit (every 100 ms), so a fast machine can put far past the quota
+	// before the check sees it: write until refused, bounded by time.
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
 		resp, err := cli.Put(ctx, "fill", val)
 		if err != nil {
 			if strings.Contains(err.Error(), "database space exceeded") {
@@ -25,6 +30,9 @@ func FillBackend(t testing.TB, ctx context.Context, cli *clientv3.Client) int64 
 			t.Fatalf("filling the backend: %v", err)
 		}
 		rev = resp.Header.Revision
+		if i%16 == 15 {
+			time.Sleep(150 * time.Millisecond) // let a commit update the size
+		}
 	}
 	t.Fatal("the backend quota never filled")
 	return 0
