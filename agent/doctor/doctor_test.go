@@ -447,7 +447,7 @@ func TestFleetLockLine(t *testing.T) {
 		want   string
 	}{
 		{"", false, ""},
-		{":8443", false, "FAIL  fleetlock      fleetlock.listen = :8443 serves plain HTTP to other hosts"},
+		{":8443", false, "FAIL  fleetlock      fleetlock.listen = :8443 serves plain HTTP to other hosts: requests can be read and forged on the network; set fleetlock.cert_file and key_file (workers trust its CA) and fleetlock.allow_networks"},
 		{"10.0.0.11:8443", false, "FAIL  fleetlock      fleetlock.listen = 10.0.0.11:8443 serves plain HTTP"},
 		{"127.0.0.1:8443", false, "ok    fleetlock      serving plain HTTP on loopback 127.0.0.1:8443 only"},
 		{":8443", true, "ok    fleetlock      serving HTTPS on :8443"},
