@@ -161,7 +161,7 @@ func TestReport(t *testing.T) {
 	}{
 		{"all good", func(*Doctor) {}, []string{
 			"ok    etcd           reachable at https://10.0.0.11:2379, TLS and auth accepted; 3 member(s)",
-			"ok    etcd rights    etcd authentication is off: no user or role needed",
+			"ok    etcd rights    etcd authentication is off: no user or role needed, and any client etcd accepts (this host, a certificate its client CA signed) reads and writes all of etcd",
 			"ok    local member   member cp1: peer URL https://10.0.0.11:2380 matches 10.0.0.11 on eth0",
 			"ok    leader         cp2 leads (term 4)",
 			"ok    member health  3 member(s) healthy (3 voting), raft lag at most 2 (limit 1000)",
