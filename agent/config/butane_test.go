@@ -156,3 +156,48 @@ func TestButaneExample(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerButane: the zincati worker's Butane file is fcos 1.5.0, puts
+// the FleetLock server's CA among the trust anchors (zincati trusts the
+// host's store and presents no certificate) and writes the same zincati
+// fragment as the example beside it, an https base_url in a group the
+// agents serve.
+func TestWorkerButane(t *testing.T) {
+	dir := examplesDir + "/control-plane-and-zincati-workers/"
+	data, err := os.ReadFile(dir + "worker.bu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bu butane
+	if err := yaml.UnmarshalStrict(data, &bu); err != nil {
+		t.Fatalf("worker.bu: %v", err)
+	}
+	if bu.Variant != "fcos" || bu.Version != "1.5.0" {
+		t.Errorf("variant %q version %q, want fcos 1.5.0", bu.Variant, bu.Version)
+	}
+	frag, err := os.ReadFile(dir + "zincati/55-updates-strategy.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var anchor, zincati bool
+	for _, f := range bu.Storage.Files {
+		switch {
+		case strings.HasPrefix(f.Path, "/etc/pki/ca-trust/source/anchors/") && f.Contents.Local != "":
+			anchor = true
+		case f.Path == "/etc/zincati/config.d/55-updates-strategy.toml":
+			zincati = true
+			// The example file's first lines say where it goes; the rest is the same.
+			if want := string(frag[strings.Index(string(frag), "[identity]"):]); f.Contents.Inline != want {
+				t.Errorf("worker.bu's zincati fragment:\n%s\ndiffers from zincati/55-updates-strategy.toml:\n%s", f.Contents.Inline, want)
+			}
+			if !strings.Contains(f.Contents.Inline, `base_url = "https://`) || !strings.Contains(f.Contents.Inline, `strategy = "fleet_lock"`) {
+				t.Errorf("zincati fragment: want fleet_lock over https:\n%s", f.Contents.Inline)
+			}
+		default:
+			t.Errorf("storage.files: %s (local %q): neither the CA anchor nor zincati's fragment", f.Path, f.Contents.Local)
+		}
+	}
+	if !anchor || !zincati {
+		t.Errorf("worker.bu writes the CA anchor: %v, zincati's fragment: %v", anchor, zincati)
+	}
+}

@@ -132,8 +132,15 @@ func (k *checker) fleetLock(f *FleetLock) {
 		}
 		if f.CertFile == "" && !loopbackHost(host) {
 			k.warn("fleetlock.listen", "%q serves FleetLock over plain HTTP off loopback: anyone on the network can read and forge requests; "+
-				"set fleetlock.cert_file and key_file (and client_ca_file), or listen on loopback", f.Listen)
+				"set fleetlock.cert_file and key_file (workers trust its CA) and fleetlock.allow_networks (the workers' addresses), or listen on loopback", f.Listen)
 		}
+	}
+	// zincati's FleetLock client presents no certificate (a plain reqwest
+	// client: coreos/zincati src/fleet_lock/mod.rs), so a server that asks
+	// for one refuses every zincati; the allow-list is how to narrow it.
+	if f.ClientCAFile != "" && f.CertFile != "" {
+		k.warn("fleetlock.client_ca_file", "zincati sends no client certificate: every zincati is refused; "+
+			"limit who may queue with fleetlock.allow_networks and allow_ids instead")
 	}
 	ok := map[string]bool{}
 	for _, fl := range []struct{ key, path string }{

@@ -150,3 +150,32 @@ func TestAutoNodeNameChecked(t *testing.T) {
 		t.Errorf("explicit name: %q, %v", name, err)
 	}
 }
+
+// TestFleetLockClientCAWarns: asking FleetLock clients for a certificate
+// refuses every zincati (it sends none); the warning points to the
+// allow-list, and a server without it warns of nothing.
+func TestFleetLockClientCAWarns(t *testing.T) {
+	p := newTestPEM(t)
+	const base = "[etcd]\nendpoints = [\"https://10.0.0.1:2379\"]\n[fleetlock]\nlisten = \":8443\"\n" +
+		"cert_file = \"/etc/fl/tls.crt\"\nkey_file = \"/etc/fl/tls.key\"\nallow_networks = [\"10.0.1.0/24\"]\n"
+	for _, tt := range []struct{ frag, want string }{
+		{base, ""},
+		{base + "client_ca_file = \"/etc/fl/ca.crt\"\n", "fleetlock.client_ca_file: zincati sends no client certificate: every zincati is refused; " +
+			"limit who may queue with fleetlock.allow_networks and allow_ids instead"},
+	} {
+		root := writeTree(t, map[string]string{
+			etcDir + "50-fl.toml": tt.frag,
+			"/etc/fl/tls.crt":     p.cert, "/etc/fl/tls.key": p.key, "/etc/fl/ca.crt": p.cert,
+		})
+		_, s, err := Load(root)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.frag, err)
+		}
+		switch {
+		case tt.want == "" && len(s.Warnings) > 0:
+			t.Errorf("HTTPS with an allow-list: warnings %q", s.Warnings)
+		case tt.want != "" && (len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0], "50-fl.toml: "+tt.want)):
+			t.Errorf("client_ca_file: warnings %q, want %q", s.Warnings, tt.want)
+		}
+	}
+}

@@ -209,7 +209,7 @@ func TestWarnings(t *testing.T) {
 		"[identity]\ngroup = \"workers\"":                                                                                  `identity.group: the update graph's group, ignored while updates.source is not "graph"; the reboot slots' group is lock.group`,
 		"[staging]\niocost = false\niocost_models = [\"vda rbps=1 rseqiops=1 rrandiops=1 wbps=1 wseqiops=1 wrandiops=1\"]": `staging.iocost_models: ignored while staging.iocost is false`,
 		"[updates]\nsource = \"graph\"\n[cincinnati]\nbase_url = \"https://updates.example.invalid/v1/graph/\"":            `cincinnati.base_url: ends in /v1/graph, which the agent appends`,
-		"[fleetlock]\nlisten = \":8080\"\n[etcd]\nendpoints = [\"https://e1:2379\"]":                                       `fleetlock.listen: ":8080" serves FleetLock over plain HTTP off loopback`,
+		"[fleetlock]\nlisten = \":8080\"\n[etcd]\nendpoints = [\"https://e1:2379\"]":                                       `fleetlock.listen: ":8080" serves FleetLock over plain HTTP off loopback: anyone on the network can read and forge requests; set fleetlock.cert_file and key_file (workers trust its CA) and fleetlock.allow_networks (the workers' addresses)`,
 		"[fleetlock]\nlisten = \"10.0.0.5:8080\"\n[etcd]\nendpoints = [\"https://e1:2379\"]":                               `fleetlock.listen: "10.0.0.5:8080" serves FleetLock over plain HTTP off loopback`,
 	} {
 		root := writeTree(t, map[string]string{etcDir + "50-x.toml": frag + "\n"})

@@ -32,7 +32,10 @@ func (d Doctor) rights(ctx context.Context) (string, error) {
 	}
 	switch {
 	case !r.Auth:
-		return "etcd authentication is off: no user or role needed", nil
+		// Said here because it is what a worker's certificate is then worth.
+		return "etcd authentication is off: no user or role needed, and any client etcd accepts (" +
+			"this host, a certificate its client CA signed) reads and writes all of etcd; to confine workers to the lock prefix, see " +
+			"\"etcd users and roles\" in operations.md", nil
 	case r.Admin:
 		return user + " has the root role: the lock prefix and MoveLeader allowed", nil
 	case d.In.MoveLeader:

@@ -161,7 +161,7 @@ func TestReport(t *testing.T) {
 	}{
 		{"all good", func(*Doctor) {}, []string{
 			"ok    etcd           reachable at https://10.0.0.11:2379, TLS and auth accepted; 3 member(s)",
-			"ok    etcd rights    etcd authentication is off: no user or role needed",
+			"ok    etcd rights    etcd authentication is off: no user or role needed, and any client etcd accepts (this host, a certificate its client CA signed) reads and writes all of etcd",
 			"ok    local member   member cp1: peer URL https://10.0.0.11:2380 matches 10.0.0.11 on eth0",
 			"ok    leader         cp2 leads (term 4)",
 			"ok    member health  3 member(s) healthy (3 voting), raft lag at most 2 (limit 1000)",
@@ -447,7 +447,7 @@ func TestFleetLockLine(t *testing.T) {
 		want   string
 	}{
 		{"", false, ""},
-		{":8443", false, "FAIL  fleetlock      fleetlock.listen = :8443 serves plain HTTP to other hosts"},
+		{":8443", false, "FAIL  fleetlock      fleetlock.listen = :8443 serves plain HTTP to other hosts: requests can be read and forged on the network; set fleetlock.cert_file and key_file (workers trust its CA) and fleetlock.allow_networks"},
 		{"10.0.0.11:8443", false, "FAIL  fleetlock      fleetlock.listen = 10.0.0.11:8443 serves plain HTTP"},
 		{"127.0.0.1:8443", false, "ok    fleetlock      serving plain HTTP on loopback 127.0.0.1:8443 only"},
 		{":8443", true, "ok    fleetlock      serving HTTPS on :8443"},

@@ -20,5 +20,6 @@ func (d Doctor) fleetLock(context.Context) (string, error) {
 		return fmt.Sprintf("serving plain HTTP on loopback %s only", l), nil
 	}
 	return "", errors.New("fleetlock.listen = " + l + " serves plain HTTP to other hosts: requests can be read and " +
-		"forged on the network; set fleetlock.cert_file and key_file (and client_ca_file), or listen on loopback")
+		"forged on the network; set fleetlock.cert_file and key_file (workers trust its CA) and fleetlock.allow_networks " +
+		"(the workers' addresses), or listen on loopback")
 }

@@ -291,7 +291,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConf *tls.Config
 	if tlsConf == nil && !Loopback(ln.Addr().String()) {
 		s.log.Warn("FLEETLOCK SERVED OVER PLAIN HTTP ON A NON-LOOPBACK ADDRESS: anyone on the network can "+
 			"read and forge requests; a slot is bound only to the address that took it. Set fleetlock.cert_file "+
-			"and key_file (and client_ca_file), or listen on loopback", "addr", ln.Addr().String())
+			"and key_file (workers trust its CA) and fleetlock.allow_networks (the workers' addresses), or listen on loopback", "addr", ln.Addr().String())
 	}
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serving FleetLock: %w", err)
