@@ -23,7 +23,7 @@ const (
 	// pullDelay holds the stand-in's transaction open (its test-only pull
 	// delay) long enough for the agent's 5 s polls to find it and for the
 	// test to look at the window under TCG.
-	pullDelay = "60s"
+	pullDelay = "90s"
 )
 
 // companionConfig: companion mode (updates off, pace_foreign on) with no
@@ -192,10 +192,12 @@ func TestCompanionPacesForeignStaging(t *testing.T) {
 
 	// During the transaction: the window's policy, set live.
 	var during windowView
-	deadline := time.Now().Add(45 * time.Second)
+	deadline := time.Now().Add(75 * time.Second)
 	for {
 		during = viewWindow(t, g)
-		if during.paced(before) {
+		// The transaction seen before and after the look: the policy was
+		// in force while it ran.
+		if during.paced(before) && rpmStatus(t, g).Transaction != nil {
 			break
 		}
 		if time.Now().After(deadline) {
