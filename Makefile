@@ -48,16 +48,17 @@ lint:
 # The agent goes in as its RPM's payload (tests/e2e/rpmpkg): rpmbuild needed.
 # tests/e2e/ostree runs the agent's cycle on the ostree-booted guest (its own
 # image, three reboots): the timeout is per package.
-# E2E_OSTREE_CHECK are the ostree guest's tests of the stand-ins alone that
-# check runs too (a guest of their own, after the agent's tests): deploy by
-# checksum (the update graph's exact deploy) and bootc's download-only
-# staging across an unplanned reboot.
-E2E_OSTREE_CHECK := TestStandinDeploysByChecksum|TestBootcDownloadOnlySurvivesUnplannedReboot
+# E2E_OSTREE_CHECK are the e2e_ostree tests that check runs too (a guest of
+# their own, after the agent's tests): the stand-ins' deploy by
+# checksum (the update graph's exact deploy), bootc's download-only
+# staging across an unplanned reboot, and companion mode pacing an admin's
+# rpm-ostree upgrade (about 4 minutes with its boot under TCG).
+E2E_OSTREE_CHECK := TestStandinDeploysByChecksum|TestBootcDownloadOnlySurvivesUnplannedReboot|TestCompanionPacesForeignStaging
 
 e2e: host-deps
 	$(GO) vet -tags e2e ./tests/e2e/...
 	$(GO) test -tags e2e -count=1 -timeout 75m -p 1 -v ./tests/e2e/...
-	$(GO) test -tags e2e_ostree -count=1 -timeout 30m -v -run '^($(E2E_OSTREE_CHECK))$$' ./tests/e2e/ostree/
+	$(GO) test -tags e2e_ostree -count=1 -timeout 40m -v -run '^($(E2E_OSTREE_CHECK))$$' ./tests/e2e/ostree/
 
 # e2e-ostree: ostree's own CLI and the rpm-ostree stand-in alone on the
 # ostree-booted guest (the agent's cycle on it is in e2e), then its XFS-root

@@ -302,7 +302,7 @@ func Reset(ctx context.Context, g Guest, l Layout, base, update string) error {
 
 func resetPlain(ctx context.Context, g Guest, base, update string) error {
 	_, err := sh(ctx, g, strings.Join([]string{
-		"systemctl stop update-agent rpm-ostreed 2>/dev/null; systemctl reset-failed update-agent rpm-ostreed 2>/dev/null; true",
+		"systemctl stop update-agent " + companionUnit + " rpm-ostreed 2>/dev/null; systemctl reset-failed update-agent " + companionUnit + " rpm-ostreed 2>/dev/null; true",
 		"(umount " + SysrootDir + " 2>/dev/null; true)",
 		"rm -rf " + DataDir + "/sysroot /run/rpm-ostree-standin/* /etc/ostree/remotes.d/fedora.conf /var/lib/update-agent /etc/update-agent/config.d/* /run/systemd/system/rpm-ostreed.service.d",
 		"mkdir -p " + DataDir + "/sysroot " + SysrootDir,

@@ -318,7 +318,7 @@ func runScenario(ctx context.Context, g Guest, l Layout, d Disk, sc Scenario, pl
 			return Measured{}, err
 		}
 	}
-	if sc.Stager == Agent {
+	if sc.Stager == Agent || sc.Stager == Companion {
 		if m.StageLog, err = Fetch(ctx, g, l.stageLog()); err != nil {
 			return Measured{}, err
 		}

@@ -110,6 +110,10 @@ func TestPlan(t *testing.T) {
 		if d.FS == "xfs" && d.IOPS != ScaleModel.IOPS {
 			want = append(want, "c-openshift2020", "e-agent-noguard")
 		}
+		// Companion mode beside plain staging, on the small XFS disk.
+		if d.Name == plan.Disks[0].Name {
+			want = append(want, CompanionScenario.ID)
+		}
 		for _, w := range want {
 			if !ids[w+fmt.Sprintf("fio-%d/s", d.FioRate)] {
 				t.Errorf("%s lacks %s", d.Name, w)
@@ -119,7 +123,7 @@ func TestPlan(t *testing.T) {
 			t.Errorf("%s: %d scenarios, want %d", d.Name, len(ids), len(want))
 		}
 	}
-	if n := len(full.Scenarios[full.Disks[0].Name]); n != 7+len(Knobs)+len(AgentRuns)+len(Probes)-1+6+len(IOCostScenarios(Disk{}))+1 {
+	if n := len(full.Scenarios[full.Disks[0].Name]); n != 8+len(Knobs)+len(AgentRuns)+len(Probes)-1+6+len(IOCostScenarios(Disk{}))+1 {
 		t.Errorf("small disk: %d scenarios", n)
 	}
 	// iocost with the disk's model, without the guard, and bfq from boot
@@ -161,15 +165,19 @@ func TestPlan(t *testing.T) {
 	for _, l := range []Layout{Plain, Ostree} {
 		for _, d := range full.Disks {
 			for _, s := range full.Scenarios[d.Name] {
-				if s.Stager != Agent {
+				if s.Stager != Agent && s.Stager != Companion {
 					continue
 				}
 				root := t.TempDir()
-				for name, body := range map[string]string{
+				files := map[string]string{
 					"usr/lib/update-agent/config.d/00-defaults.toml": string(defaults),
 					"etc/update-agent/config.d/50-bench.toml":        l.agentBase(),
 					"etc/update-agent/config.d/60-scenario.toml":     s.AgentConfig,
-				} {
+				}
+				if s.Stager == Companion {
+					files["etc/update-agent/config.d/55-companion.toml"] = companionConfig
+				}
+				for name, body := range files {
 					p := filepath.Join(root, name)
 					if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 						t.Fatal(err)
@@ -185,6 +193,16 @@ func TestPlan(t *testing.T) {
 				}
 				if got := strings.Join(cfg.Staging.Paths, " "); got != strings.Join(l.StagingPaths, " ") {
 					t.Errorf("%s/%s: staging.paths %s, want %v", d.Name, s.ID, got, l.StagingPaths)
+				}
+				if s.Stager == Companion {
+					// The daemon runs it: companion mode, and what the daemon
+					// checks beyond the file (the lock beside etcd's unit).
+					if !cfg.Staging.PaceForeign || cfg.Updates.Enabled {
+						t.Errorf("%s/%s: pace_foreign %v, updates.enabled %v: not companion mode", d.Name, s.ID, cfg.Staging.PaceForeign, cfg.Updates.Enabled)
+					}
+					if err := cfg.CheckDaemon(); err != nil {
+						t.Errorf("%s/%s: the daemon refuses it: %v", d.Name, s.ID, err)
+					}
 				}
 			}
 		}

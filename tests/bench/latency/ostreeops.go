@@ -68,7 +68,7 @@ func makeOstreeUpdates(ctx context.Context, g Guest, l Layout, size string, file
 // the whole update again.
 func resetOstree(ctx context.Context, g Guest, l Layout, base, update string) error {
 	_, err := sh(ctx, g, strings.Join([]string{
-		"systemctl stop update-agent rpm-ostreed 2>/dev/null; systemctl reset-failed update-agent rpm-ostreed 2>/dev/null; true",
+		"systemctl stop update-agent " + companionUnit + " rpm-ostreed 2>/dev/null; systemctl reset-failed update-agent " + companionUnit + " rpm-ostreed 2>/dev/null; true",
 		"rm -rf /var/lib/update-agent /etc/update-agent/config.d/* /run/systemd/system/rpm-ostreed.service.d " + l.Scratch + "/bench-*",
 		// What the 2020 recipe set, back to standin-init's.
 		"ostree config --repo=" + l.Repo + " set core.per-object-fsync false",

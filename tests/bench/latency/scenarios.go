@@ -75,13 +75,17 @@ const (
 	// from I/O contention (under TCG a busy guest CPU is a busy host core,
 	// and qemu's I/O emulation waits for one).
 	CPUBurn
+	// Companion is Naive's `rpm-ostree upgrade` with the agent's daemon
+	// beside it in companion mode (staging.pace_foreign), pacing it from
+	// outside with its defaults plus AgentConfig (CompanionScenario).
+	Companion
 )
 
 // BurnFor is how long a CPUBurn scenario burns.
 const BurnFor = 60 * time.Second
 
 func (s Stager) String() string {
-	return [...]string{"none", "naive", "openshift-2020", "update-agent", "cpu-burn"}[s]
+	return [...]string{"none", "naive", "openshift-2020", "update-agent", "cpu-burn", "companion"}[s]
 }
 
 // Scenario is one measured run.
@@ -323,7 +327,7 @@ func Core() []Scenario {
 
 // MakePlan returns the plan of the issue (a-e on both disks on XFS, what
 // Fedora CoreOS and RHCOS use for / and /var/lib/etcd, and a, b, d on both
-// disks on ext4; 600 MiB), or the quick one (300 MiB, the small XFS disk,
+// disks on ext4; 600 MiB; f, companion mode, on the small XFS disk), or the quick one (300 MiB, the small XFS disk,
 // a, b, d and e) for iteration. Sweep adds every knob, probe and load
 // variant to the small XFS disk: BENCH_SCENARIOS picks from it.
 func MakePlan(quick bool) Plan {
@@ -356,6 +360,10 @@ func MakePlan(quick bool) Plan {
 	for _, d := range p.Disks {
 		p.Scenarios[d.Name] = append(p.Scenarios[d.Name], IOCostLearn, Probes[0])
 	}
+	// Companion mode beside b-naive and d-agent on the small XFS disk, where
+	// the stalls are.
+	small0 := p.Disks[0].Name
+	p.Scenarios[small0] = append(p.Scenarios[small0], CompanionScenario)
 	return p
 }
 

@@ -156,6 +156,8 @@ func Stage(ctx context.Context, g Guest, l Layout, s Scenario) (Window, error) {
 			return Window{}, err
 		}
 		return w, nil
+	case Companion:
+		return stageCompanion(ctx, g, l, s, t0, t1)
 	case CPUBurn:
 		var props []string
 		for _, p := range strings.Split(s.Burn, "\n") {
