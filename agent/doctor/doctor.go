@@ -145,6 +145,11 @@ type Inputs struct {
 	// mode (both) another updater's driver registration and update graph
 	// are expected, not failures.
 	UpdatesDisabled, PaceForeign bool
+	// StagingUnit and DaemonUnit are the units the window weights with
+	// IOWeight (staging.io_weight, or staging.iocost_io_weight under
+	// iocost); IOCostEtcdIOWeight goes on LocalUnit under iocost.
+	StagingUnit, DaemonUnit                      string
+	IOWeight, IOCostIOWeight, IOCostEtcdIOWeight uint64
 }
 
 // companionMode: another updater drives the host; the agent paces it.

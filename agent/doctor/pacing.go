@@ -115,7 +115,7 @@ func (d Doctor) pacing() []Result {
 	for _, disk := range disks {
 		out = append(out, Result{Check: "pacing " + disk, OK: true, Detail: d.describePacing(w, disk)})
 	}
-	return out
+	return append(out, d.ioWeights(w))
 }
 
 func (d Doctor) describePacing(w window, disk string) string {

@@ -70,6 +70,9 @@ func (w Weights) LogAttrs(etcdUnit string) []any {
 // String says it in a sentence (doctor).
 func (w Weights) String() string {
 	units := strings.Join(w.stagers(), " and ")
+	if units == "" {
+		units = "the stager"
+	}
 	var parts []string
 	if w.Stager > 0 {
 		parts = append(parts, fmt.Sprintf("IOWeight=%d on %s", w.Stager, units))

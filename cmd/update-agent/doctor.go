@@ -13,6 +13,7 @@ import (
 	"github.com/update-agent/update-agent/agent/oplog"
 	"github.com/update-agent/update-agent/agent/owner"
 	"github.com/update-agent/update-agent/agent/rpmostree"
+	"github.com/update-agent/update-agent/agent/stage"
 )
 
 // doctorFailed is doctor's verdict when a check failed: exit 1.
@@ -58,6 +59,9 @@ func runDoctor(env *cmdEnv, args []string) error {
 			EtcdIOLatencyTarget: cfg.Staging.EtcdIOLatencyTarget.D(),
 			WriteRateAuto:       cfg.Staging.IOWriteBandwidthMax == config.BandwidthAuto,
 			UpdatesDisabled:     !cfg.Updates.Enabled, PaceForeign: cfg.Staging.PaceForeign,
+			StagingUnit: stage.DefaultStagingUnit, DaemonUnit: rpmOstreeDaemon,
+			IOWeight: uint64(cfg.Staging.IOWeight), IOCostIOWeight: uint64(cfg.Staging.IOCostIOWeight),
+			IOCostEtcdIOWeight: uint64(cfg.Staging.IOCostEtcdIOWeight),
 		},
 		OS:      &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}},
 		Cgroups: doctor.SystemdCgroups{Root: *root},
