@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 
 	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/agent/doctor"
@@ -108,6 +109,9 @@ func runDoctor(env *cmdEnv, args []string) error {
 	d.In.SourceFile = src.File("updates.source")
 	g, err := config.ReadZincati(*root)
 	d.In.HostGraph, d.In.HostGraphFile, d.In.HostGraphErr = g.BaseURL, g.File, err
+	d.In.ServeLocalMember, d.In.ServeLocalMemberFile = cfg.FleetLock.ServeLocalMember, src.File("fleetlock.serve_local_member")
+	d.In.Zincati = doctor.ZincatiReboots{Strategy: g.Strategy, StrategyFile: g.StrategyFile, FleetLockURL: g.FleetLockURL, FleetLockFile: g.FleetLockFile}
+	d.DialFleetLock = dialTCP
 	d.MachineConfig = func(context.Context) (string, error) {
 		signs, err := owner.MCD{Root: *root, Proc: procRoot(*root)}.Signs()
 		if err != nil {
@@ -130,4 +134,13 @@ func runDoctor(env *cmdEnv, args []string) error {
 		return doctorWaiting{n}
 	}
 	return nil
+}
+
+// dialTCP connects to addr and hangs up: something listens there.
+func dialTCP(ctx context.Context, addr string) error {
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }
