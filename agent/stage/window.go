@@ -78,8 +78,10 @@ func (s *Stager) open(ctx context.Context, j *journal, rep *Report, foreign bool
 		rep.Pacing += ", vrate ceiling from etcd's latency"
 	}
 	// Shown live (`status`, the metrics) until the window closes; the
-	// guard, if any, adds its brake and etcd's latency to it.
-	s.o.Guard.Board.Open(rep.Pacing, s.now())
+	// guard, if any, adds its brake and etcd's latency to it. Wall time,
+	// not s.now: status reads it against the wall clock, and the stager's
+	// clock is the tests' to script.
+	s.o.Guard.Board.Open(rep.Pacing, time.Now())
 	w.closers = append(w.closers, s.o.Guard.Board.Close)
 	rep.Setup = time.Since(setupStart)
 	s.log.Info("staging setup done", "setup_seconds", round3(rep.Setup.Seconds()), "ok", err == nil)
