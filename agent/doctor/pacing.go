@@ -104,7 +104,7 @@ func (d Doctor) stagingWindow(disks []string) window {
 // writes there.
 func (d Doctor) pacing() []Result {
 	if len(d.In.StagingPaths) == 0 {
-		return []Result{{Check: "pacing", OK: true, Detail: "staging.paths is empty: no staging disk to pace"}}
+		return []Result{{Check: "pacing", OK: true, Detail: "staging.paths is empty: no staging disk to pace"}, d.ioWeights(window{})}
 	}
 	disks, err := d.Disks.Disks(d.In.StagingPaths)
 	if err != nil {

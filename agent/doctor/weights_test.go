@@ -23,6 +23,8 @@ func TestIOWeights(t *testing.T) {
 				" (staging.io_weight; without iocost only the bfq scheduler honours it)"},
 		{"the kernel has no iocost", func(d *Doctor) { io := d.IO.(fakeIO); io.costErr = errors.New("no io.cost.qos"); d.IO = io },
 			"no iocost in the window (see pacing): IOWeight=10 on"},
+		{"no staging paths: no disk for iocost", func(d *Doctor) { d.In.StagingPaths = nil },
+			"no iocost in the window (see pacing): IOWeight=10 on update-agent-staging.service and rpm-ostreed.service"},
 		{"companion mode: the daemon alone", func(d *Doctor) { d.In.UpdatesDisabled, d.In.PaceForeign = true, true },
 			"under iocost on vda: IOWeight=1 on rpm-ostreed.service, IOWeight=10000 on etcd.service"},
 		{"no etcd unit", func(d *Doctor) { d.In.LocalUnit = "" },
