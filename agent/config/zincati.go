@@ -36,12 +36,19 @@ func ZincatiPaths(root string) []string {
 	}
 }
 
-// ZincatiGraph is the update graph zincati's configuration gives a host.
+// ZincatiGraph is the update graph zincati's configuration gives a host,
+// and how that zincati asks before it reboots.
 type ZincatiGraph struct {
 	// BaseURL is zincati's merged [cincinnati] base_url; "" = none.
 	BaseURL string
 	// File is the fragment that set it.
 	File string
+	// Strategy is [updates] strategy ("" = unset: zincati's "immediate")
+	// and FleetLockURL [updates.fleet_lock] base_url, each with the
+	// fragment that set it (coreos/zincati src/config/fragments.rs,
+	// UpdateFragment and UpdateFleetLock).
+	Strategy, StrategyFile      string
+	FleetLockURL, FleetLockFile string
 }
 
 // ReadZincati merges zincati's fragments under root as zincati does and
@@ -55,13 +62,20 @@ func ReadZincati(root string) (ZincatiGraph, error) {
 			errs = append(errs, &FieldError{File: f, Msg: fmt.Sprintf("reading: %v", err)})
 			continue
 		}
-		// Only [cincinnati] base_url is read: zincati's other keys are
-		// zincati's business (its [identity] keys are the agent's own
-		// [identity], set there when wanted).
+		// Only [cincinnati] base_url and how zincati asks before a reboot
+		// are read: zincati's other keys are zincati's business (its
+		// [identity] keys are the agent's own [identity], set there when
+		// wanted).
 		var frag struct {
 			Cincinnati struct {
 				BaseURL *string `toml:"base_url"`
 			} `toml:"cincinnati"`
+			Updates struct {
+				Strategy  *string `toml:"strategy"`
+				FleetLock struct {
+					BaseURL *string `toml:"base_url"`
+				} `toml:"fleet_lock"`
+			} `toml:"updates"`
 		}
 		if _, err := toml.Decode(string(data), &frag); err != nil {
 			errs = append(errs, decodeError(f, err))
@@ -69,6 +83,12 @@ func ReadZincati(root string) (ZincatiGraph, error) {
 		}
 		if u := frag.Cincinnati.BaseURL; u != nil {
 			g.BaseURL, g.File = *u, f
+		}
+		if s := frag.Updates.Strategy; s != nil {
+			g.Strategy, g.StrategyFile = *s, f
+		}
+		if u := frag.Updates.FleetLock.BaseURL; u != nil {
+			g.FleetLockURL, g.FleetLockFile = *u, f
 		}
 	}
 	return g, errors.Join(errs...)

@@ -124,3 +124,24 @@ func TestZincatiErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestReadZincatiFleetLock: how zincati asks before a reboot, merged as
+// zincati merges (a later directory wins), each key with its fragment.
+// Keys: coreos/zincati src/config/fragments.rs (UpdateFragment's
+// strategy, UpdateFleetLock's base_url).
+func TestReadZincatiFleetLock(t *testing.T) {
+	root := writeTree(t, map[string]string{
+		zUsr + "50-fedora-coreos-cincinnati.toml": fcosGraph,
+		zUsr + "55-updates-strategy.toml":         "[updates]\nstrategy = \"immediate\"\n",
+		zEtc + "55-updates-strategy.toml":         "[updates]\nstrategy = \"fleet_lock\"\n[updates.fleet_lock]\nbase_url = \"http://127.0.0.1:8444/\"\n",
+	})
+	g, err := ReadZincati(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etc := filepath.Join(root, zEtc, "55-updates-strategy.toml")
+	if g.Strategy != "fleet_lock" || g.StrategyFile != etc || g.FleetLockURL != "http://127.0.0.1:8444/" || g.FleetLockFile != etc ||
+		g.BaseURL != "https://updates.example" {
+		t.Errorf("got %+v", g)
+	}
+}

@@ -128,6 +128,12 @@ type Inputs struct {
 	// is set.
 	FleetLockListen string
 	FleetLockTLS    bool
+	// ServeLocalMember is fleetlock.serve_local_member (set in
+	// ServeLocalMemberFile): its line checks that this host's zincati
+	// asks the local server (Zincati, read with HostGraphErr).
+	ServeLocalMember     bool
+	ServeLocalMemberFile string
+	Zincati              ZincatiReboots
 	// IOCost is staging.iocost as written ("true", "false",
 	// "with-model"); IOCostModels staging.iocost_models by disk;
 	// EtcdIOLatencyTarget staging.etcd_io_latency_target.
@@ -145,6 +151,11 @@ type Inputs struct {
 	// mode (both) another updater's driver registration and update graph
 	// are expected, not failures.
 	UpdatesDisabled, PaceForeign bool
+	// StagingUnit and DaemonUnit are the units the window weights with
+	// IOWeight (staging.io_weight, or staging.iocost_io_weight under
+	// iocost); IOCostEtcdIOWeight goes on LocalUnit under iocost.
+	StagingUnit, DaemonUnit                      string
+	IOWeight, IOCostIOWeight, IOCostEtcdIOWeight uint64
 }
 
 // companionMode: another updater drives the host; the agent paces it.
@@ -178,6 +189,9 @@ type Doctor struct {
 	// etcd member (nil: a worker; an error: a member, or it cannot tell):
 	// the daemon refuses to run so beside one.
 	LockOff func(ctx context.Context) error
+	// DialFleetLock connects to a FleetLock server's host:port (the
+	// local member's line); nil: not tried.
+	DialFleetLock func(ctx context.Context, addr string) error
 	// Timeout bounds each check (default 10s).
 	Timeout time.Duration
 }
@@ -264,6 +278,9 @@ func (d Doctor) Run(ctx context.Context) Report {
 	}
 	if d.In.FleetLockListen != "" {
 		add("fleetlock", d.fleetLock)
+	}
+	if d.In.ServeLocalMember {
+		r = append(r, d.zincatiMember(ctx))
 	}
 	return r
 }

@@ -139,7 +139,8 @@ func good() Doctor {
 		In: Inputs{Endpoints: []string{"https://10.0.0.11:2379"}, MaxLag: 1000, LockEnabled: true, LockGroup: "control-plane",
 			LockSlots: 1, GuardEnabled: true, MetricsURL: "http://127.0.0.1:2381/metrics", LocalUnit: "etcd.service",
 			StagingPaths: []string{"/sysroot", "/var/lib/etcd"}, Scheduler: "bfq", DriverName: "update-agent", IOCost: "true",
-			WriteRateAuto: true},
+			WriteRateAuto: true, StagingUnit: "update-agent-staging.service", DaemonUnit: "rpm-ostreed.service",
+			IOWeight: 10, IOCostIOWeight: 1, IOCostEtcdIOWeight: 10000},
 		Etcd: fakeEtcd{health: healthy(), match: etcdmember.Match{Found: true,
 			How: "member cp1: peer URL https://10.0.0.11:2380 matches 10.0.0.11 on eth0"}},
 		Lock: fakeLock{{Group: "control-plane", Slots: 1, Holders: []lock.EntryStatus{{Record: lock.Record{Node: "cp2"}}}}},
@@ -314,7 +315,7 @@ func TestReport(t *testing.T) {
 					t.Errorf("report lacks %q:\n%s", w, out)
 				}
 			}
-			checks := 14 // one pacing line: fakeDisks has one disk
+			checks := 15 // one pacing line (fakeDisks has one disk), and io weights
 			if d.Backend != nil {
 				checks++
 			}

@@ -104,7 +104,7 @@ func (d Doctor) stagingWindow(disks []string) window {
 // writes there.
 func (d Doctor) pacing() []Result {
 	if len(d.In.StagingPaths) == 0 {
-		return []Result{{Check: "pacing", OK: true, Detail: "staging.paths is empty: no staging disk to pace"}}
+		return []Result{{Check: "pacing", OK: true, Detail: "staging.paths is empty: no staging disk to pace"}, d.ioWeights(window{})}
 	}
 	disks, err := d.Disks.Disks(d.In.StagingPaths)
 	if err != nil {
@@ -115,7 +115,7 @@ func (d Doctor) pacing() []Result {
 	for _, disk := range disks {
 		out = append(out, Result{Check: "pacing " + disk, OK: true, Detail: d.describePacing(w, disk)})
 	}
-	return out
+	return append(out, d.ioWeights(w))
 }
 
 func (d Doctor) describePacing(w window, disk string) string {

@@ -18,6 +18,9 @@ type Result struct {
 	// one line FAILs with the cause, and these are SKIP, not more FAILs
 	// an operator would chase.
 	Skip bool
+	// Warn: it works now, but something will break it or mislead
+	// (WARN, not a failure).
+	Warn bool
 }
 
 func (r Result) String() string {
@@ -27,11 +30,12 @@ func (r Result) String() string {
 // Report is every check's result, in order.
 type Report []Result
 
-// Failed counts the failed checks (WAIT and SKIP lines are not failures).
+// Failed counts the failed checks (WAIT, SKIP and WARN lines are not
+// failures).
 func (r Report) Failed() int {
 	n := 0
 	for _, x := range r {
-		if !x.OK && !x.Wait && !x.Skip {
+		if !x.OK && !x.Wait && !x.Skip && !x.Warn {
 			n++
 		}
 	}
@@ -54,9 +58,11 @@ type waiting struct{ error }
 
 func (w waiting) Unwrap() error { return w.error }
 
-// Verdict is the result column: "ok", "FAIL", "WAIT" or "SKIP".
+// Verdict is the result column: "ok", "FAIL", "WAIT", "SKIP" or "WARN".
 func (r Result) Verdict() string {
 	switch {
+	case r.Warn:
+		return "WARN"
 	case r.Wait:
 		return "WAIT"
 	case r.Skip:
@@ -68,7 +74,7 @@ func (r Result) Verdict() string {
 }
 
 // WriteJSON prints the checks as a JSON array, one object per check with
-// the columns of Write: check, result (ok, FAIL, WAIT or SKIP) and detail.
+// the columns of Write: check, result (ok, FAIL, WAIT, SKIP or WARN) and detail.
 func (r Report) WriteJSON(w io.Writer) error {
 	type line struct {
 		Check  string `json:"check"`

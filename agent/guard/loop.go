@@ -37,7 +37,11 @@ type Options struct {
 	Units []string
 	// Rate, when Set is not nil, paces the units' write rate in a closed
 	// loop (StepRate) beside the freezing, which stays the emergency brake.
-	Rate  RateOptions
+	Rate RateOptions
+	// Board, when not nil, gets each step's brake state and etcd's WAL
+	// fsync p99 against the baseline while the window it was opened for
+	// is open (`status`, the metrics).
+	Board *Board
 	Clock clockwork.Clock
 	Log   *slog.Logger
 }
@@ -227,6 +231,7 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 		}
 		st = ctrl.Stats(clk.Now())
 		st.Rate, st.RateCuts = rate.Rate, rateCuts
+		g.o.Board.step(func(l *Live) { l.Braking = false })
 		log.Info("latency guard stopped", "freezes", st.Freezes, "forced_thaws", st.ForcedThaws,
 			"futile_retries", st.FutileRetries, "frozen_seconds", round3(st.Frozen.Seconds()), "reason", why)
 	}()
@@ -292,6 +297,10 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 		}
 		d := ctrl.Step(s)
 		recheck = d.Recheck
+		var lsp *Sample
+		if longOK {
+			lsp = &ls
+		}
 		if g.o.Rate.Set != nil {
 			first, lastCut := !rate.Started, rate.LastCut
 			var rd RateDecision
@@ -343,6 +352,7 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 				log.Debug("latency guard decision", d.LogAttrs()...)
 			}
 		}
+		g.o.Board.step(func(l *Live) { liveStep(l, s.At, ctrl.Frozen(), rate.Rate, base, s, lsp) })
 	}
 }
 

@@ -2,7 +2,6 @@ package stage
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"time"
@@ -100,6 +99,8 @@ type iocostWindow struct {
 	plans []iocost.DiskPlan
 	ids   map[string]string
 	tops  map[string]float64 // each disk's vrate bound (the ceiling's top)
+	// foreign: around somebody else's transaction, no staging unit.
+	foreign bool
 }
 
 // walFsyncP99 is etcd's WAL fsync p99 in the guard's baseline, 0 when
@@ -131,21 +132,27 @@ func (s *Stager) applyIOCost(ctx context.Context, j *journal, w *iocostWindow) e
 	if err := s.iocost.Apply(w.plans); err != nil {
 		return err
 	}
-	etcdWeight := "its own (left alone)"
-	if s.o.EtcdUnit != "" && s.o.IOCost.EtcdIOWeight > 0 {
-		etcdWeight = fmt.Sprint(s.o.IOCost.EtcdIOWeight)
-	}
 	// iocost shares a disk by weight among siblings: say who is weighted,
-	// and that every other cgroup keeps its own share.
-	s.log.Info("iocost weights for the staging window", "staging_unit", s.o.StagingUnit, "daemon_unit", s.o.DaemonUnit,
-		"stager_io_weight", s.o.IOCost.IOWeight, "etcd_unit", s.o.EtcdUnit, "etcd_io_weight", etcdWeight,
-		"others", "their own IOWeight (systemd's default 100)")
-	if s.o.EtcdUnit != "" && s.o.IOCost.EtcdIOWeight > 0 {
-		if err := s.setRuntime(ctx, j, s.o.EtcdUnit, systemd.Policy{IOWeight: s.o.IOCost.EtcdIOWeight}.CgroupProperties()...); err != nil {
+	// and that every other cgroup keeps its own share (doctor says the
+	// same from the same decision).
+	ww := s.iocostWeights(w)
+	s.log.Info("iocost weights for the staging window", ww.LogAttrs(s.o.EtcdUnit)...)
+	if ww.EtcdRaised() {
+		if err := s.setRuntime(ctx, j, ww.EtcdUnit, systemd.Policy{IOWeight: ww.Etcd}.CgroupProperties()...); err != nil {
 			// The controller still favours etcd's latency over the
 			// stager's through the QoS: not a reason to stop.
 			s.log.Warn("staging without a high I/O weight on etcd's unit", "systemd_unit", s.o.EtcdUnit, "err", err)
 		}
 	}
 	return nil
+}
+
+// iocostWeights is who the window weights under iocost (a foreign window
+// has no staging unit).
+func (s *Stager) iocostWeights(w *iocostWindow) iocost.Weights {
+	unit := s.o.StagingUnit
+	if w.foreign {
+		unit = ""
+	}
+	return iocost.WindowWeights(true, unit, s.o.DaemonUnit, s.o.Policy.IOWeight, s.o.IOCost.IOWeight, s.o.EtcdUnit, s.o.IOCost.EtcdIOWeight)
 }

@@ -50,9 +50,8 @@ func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode wri
 		if err := step("iocost", func() error { return s.applyIOCost(ctx, j, cost) }); err != nil {
 			return policy, err
 		}
-		if s.o.IOCost.IOWeight > 0 {
-			policy.IOWeight = s.o.IOCost.IOWeight
-		}
+		// The weight the journal's line says (iocostWeights).
+		policy.IOWeight = s.iocostWeights(cost).Stager
 	}
 	var rate uint64
 	switch mode {

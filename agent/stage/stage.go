@@ -195,13 +195,17 @@ type Stager struct {
 	held   *os.File // the staging lock while Run or Recover holds it
 }
 
+// DefaultStagingUnit is the staging unit's name unless Options names one
+// (doctor names it too).
+const DefaultStagingUnit = "update-agent-staging.service"
+
 // DropInName is the drop-in the stager writes for DaemonUnit.
 const DropInName = "50-update-agent-staging.conf"
 
 // New checks the options and returns a Stager.
 func New(o Options, d Deps) (*Stager, error) {
 	if o.StagingUnit == "" {
-		o.StagingUnit = "update-agent-staging.service"
+		o.StagingUnit = DefaultStagingUnit
 	}
 	if o.RuntimeUnitDir == "" {
 		o.RuntimeUnitDir = systemd.RuntimeUnitDir

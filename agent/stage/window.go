@@ -68,7 +68,7 @@ func (s *Stager) open(ctx context.Context, j *journal, rep *Report, foreign bool
 	setupStart := time.Now()
 	s.log.Info("staging setup started", "disks", rep.Disks, "foreign", foreign)
 	if useIOCost {
-		w.cost = &iocostWindow{disks: costDisks, base: base}
+		w.cost = &iocostWindow{disks: costDisks, base: base, foreign: foreign}
 	}
 	mode := writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, g != nil, ordersData, useIOCost)
 	policy, err := s.setup(ctx, j, rep.Disks, mode, w.cost)
@@ -77,6 +77,12 @@ func (s *Stager) open(ctx context.Context, j *journal, rep *Report, foreign bool
 	if ceiling != nil && g != nil {
 		rep.Pacing += ", vrate ceiling from etcd's latency"
 	}
+	// Shown live (`status`, the metrics) until the window closes; the
+	// guard, if any, adds its brake and etcd's latency to it. Wall time,
+	// not s.now: status reads it against the wall clock, and the stager's
+	// clock is the tests' to script.
+	s.o.Guard.Board.Open(rep.Pacing, time.Now())
+	w.closers = append(w.closers, s.o.Guard.Board.Close)
 	rep.Setup = time.Since(setupStart)
 	s.log.Info("staging setup done", "setup_seconds", round3(rep.Setup.Seconds()), "ok", err == nil)
 	if err != nil {

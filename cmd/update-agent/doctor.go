@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 
 	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/agent/doctor"
@@ -13,6 +14,7 @@ import (
 	"github.com/update-agent/update-agent/agent/oplog"
 	"github.com/update-agent/update-agent/agent/owner"
 	"github.com/update-agent/update-agent/agent/rpmostree"
+	"github.com/update-agent/update-agent/agent/stage"
 )
 
 // doctorFailed is doctor's verdict when a check failed: exit 1.
@@ -58,6 +60,9 @@ func runDoctor(env *cmdEnv, args []string) error {
 			EtcdIOLatencyTarget: cfg.Staging.EtcdIOLatencyTarget.D(),
 			WriteRateAuto:       cfg.Staging.IOWriteBandwidthMax == config.BandwidthAuto,
 			UpdatesDisabled:     !cfg.Updates.Enabled, PaceForeign: cfg.Staging.PaceForeign,
+			StagingUnit: stage.DefaultStagingUnit, DaemonUnit: rpmOstreeDaemon,
+			IOWeight: uint64(cfg.Staging.IOWeight), IOCostIOWeight: uint64(cfg.Staging.IOCostIOWeight),
+			IOCostEtcdIOWeight: uint64(cfg.Staging.IOCostEtcdIOWeight),
 		},
 		OS:      &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}},
 		Cgroups: doctor.SystemdCgroups{Root: *root},
@@ -104,6 +109,9 @@ func runDoctor(env *cmdEnv, args []string) error {
 	d.In.SourceFile = src.File("updates.source")
 	g, err := config.ReadZincati(*root)
 	d.In.HostGraph, d.In.HostGraphFile, d.In.HostGraphErr = g.BaseURL, g.File, err
+	d.In.ServeLocalMember, d.In.ServeLocalMemberFile = cfg.FleetLock.ServeLocalMember, src.File("fleetlock.serve_local_member")
+	d.In.Zincati = doctor.ZincatiReboots{Strategy: g.Strategy, StrategyFile: g.StrategyFile, FleetLockURL: g.FleetLockURL, FleetLockFile: g.FleetLockFile}
+	d.DialFleetLock = dialTCP
 	d.MachineConfig = func(context.Context) (string, error) {
 		signs, err := owner.MCD{Root: *root, Proc: procRoot(*root)}.Signs()
 		if err != nil {
@@ -126,4 +134,13 @@ func runDoctor(env *cmdEnv, args []string) error {
 		return doctorWaiting{n}
 	}
 	return nil
+}
+
+// dialTCP connects to addr and hangs up: something listens there.
+func dialTCP(ctx context.Context, addr string) error {
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }

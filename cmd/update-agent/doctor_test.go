@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,6 +111,35 @@ paths = []
 		if !strings.Contains(out, want) {
 			t.Errorf("companion mode: doctor output lacks %q:\n%s", want, out)
 		}
+	}
+
+	// A member's host serving its own zincati (packaging/examples/
+	// member-with-zincati): the line reads zincati's fragment and dials
+	// the server its base_url names.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	member := configRoot(t, map[string]string{"50-test.toml": conf(bin.RpmOstree, m0.ClientURL) +
+		"[fleetlock]\nlisten = \"" + ln.Addr().String() + "\"\nserve_local_member = true\n"})
+	zfrag := filepath.Join(member, "etc/zincati/config.d/55-updates-strategy.toml")
+	if err := os.MkdirAll(filepath.Dir(zfrag), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(zfrag, []byte("[updates]\nstrategy = \"fleet_lock\"\n[updates.fleet_lock]\nbase_url = \"http://"+ln.Addr().String()+"/\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, out, _ = runIn("doctor", "--root", member)
+	if want := `ok    fleetlock local member this host's zincati gets member semantics: [updates] strategy "fleet_lock" and base_url "http://` +
+		ln.Addr().String() + `/" (` + zfrag + `) name the FleetLock server on loopback`; !strings.Contains(out, want) {
+		t.Errorf("serving the local member: doctor output lacks %q:\n%s", want, out)
+	}
+	ln.Close()
+	code, out, _ = runIn("doctor", "--root", member)
+	if want := "FAIL  fleetlock local member fleetlock.serve_local_member (set in " + filepath.Join(member, etcConfD, "50-test.toml") +
+		"): nothing answers at zincati's base_url"; code != exitFailure || !strings.Contains(out, want) {
+		t.Errorf("no server: exit %d, doctor output lacks %q:\n%s", code, want, out)
 	}
 
 	broken := configRoot(t, map[string]string{"50-test.toml": conf("/nonexistent/rpm-ostree", "http://127.0.0.1:1")})

@@ -85,7 +85,7 @@ func runStageOnce(env *cmdEnv, args []string) error {
 		}
 		req.AllowDowngrade = cfg.Updates.AllowDowngrade
 	}
-	s, _ := newStager(cfg, *root, rooted(*root, cfg.Agent.StateDir), client, log)
+	s, _ := newStager(cfg, *root, rooted(*root, cfg.Agent.StateDir), client, nil, log)
 	// Before anything asks rpm-ostree (building the command does not; the
 	// daemon-idle check does): a killed run may have left rpm-ostreed frozen.
 	stage.RecoverAtStart(ctx, log, s.Recover)

@@ -15,6 +15,7 @@ import (
 	"github.com/update-agent/update-agent/agent/etcdmember"
 	"github.com/update-agent/update-agent/agent/gates"
 	"github.com/update-agent/update-agent/agent/graph"
+	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/lock"
 	"github.com/update-agent/update-agent/agent/state"
 )
@@ -34,6 +35,9 @@ type statusReport struct {
 	Lock          *lockReport           `json:"lock,omitempty"`
 	Etcd          *etcdReport           `json:"etcd,omitempty"`
 	Staging       *engine.StagingReport `json:"last_staging,omitempty"`
+	// Window is the staging window open now: its pacing, the brake and
+	// etcd's WAL latency against its baseline.
+	Window *guard.Live `json:"window,omitempty"`
 	// Gates is the reboot gates' last evaluation (while holding a slot).
 	Gates *gatesReport `json:"gates,omitempty"`
 	// Graph is the last update-graph check (updates.source = "graph").
@@ -73,6 +77,9 @@ func (a *agent) report(ctx context.Context) statusReport {
 	snap := a.engine.Snapshot()
 	r := statusReport{Node: a.node, Version: version, Strategy: a.cfg.Reboot.Strategy,
 		Engine: snap, Staging: snap.LastStaging, Backend: a.backend.Name}
+	if l, ok := a.live.Live(); ok {
+		r.Window = &l
+	}
 	if a.gateLog != nil {
 		if rs, at := a.gateLog.Last(); rs != nil {
 			r.Gates = &gatesReport{At: at, Results: rs}
@@ -227,6 +234,9 @@ func printStatus(w io.Writer, r statusReport, now time.Time) {
 				line("etcd problem", "%s", p)
 			}
 		}
+	}
+	if l := r.Window; l != nil {
+		line("Pacing now", "%s (window open since %s)", pacingNow(*l), ago(l.Since, now))
 	}
 	if s := r.Staging; s != nil {
 		res := "ok"

@@ -57,8 +57,11 @@ type agent struct {
 	// baseline is the rolling latency baseline the daemon keeps while no
 	// staging runs (nil without the guard).
 	baseline *guard.Keeper
-	etcd     *clientv3.Client // nil without lock and etcd
-	lock     *adapters.Lock   // nil when locking is disabled
+	// live is the open staging window's pacing, brake and etcd latency
+	// (status, the metrics); read-only outside the stager.
+	live *guard.Board
+	etcd *clientv3.Client // nil without lock and etcd
+	lock *adapters.Lock   // nil when locking is disabled
 	// lockOff checks that a host without the lock runs no etcd member
 	// (nil with the lock).
 	lockOff *lockOff
@@ -107,7 +110,9 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 	if cfg.Updates.Source == config.SourceImage {
 		a.os.Image = cfg.Updates.Image
 	}
-	a.stager, a.baseline = newStager(cfg, root, a.stateDir, client, a.log)
+	a.live = &guard.Board{}
+	a.metrics.WatchPacing(a.live)
+	a.stager, a.baseline = newStager(cfg, root, a.stateDir, client, a.live, a.log)
 	if cfg.Updates.Source == config.SourceGraph {
 		a.graph = newGraphSource(cfg, root, a.log)
 		a.graph.Observer = metrics.NewGraph(a.metrics.Registry)

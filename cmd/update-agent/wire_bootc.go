@@ -71,11 +71,13 @@ func chooseBackend(ctx context.Context, cfg *config.Config, log *slog.Logger) (c
 // bootcPorts are the engine's OS and Stager over bootc. Staging takes the
 // [staging] policy as rpm-ostree's does, but bootc has no daemon: the
 // staging unit is the writer, so no daemon unit gets a drop-in. The
-// latency baseline keeper is the daemon's (one per process).
+// latency baseline keeper and the live pacing board are the daemon's (one
+// per process).
 func bootcPorts(cfg *config.Config, root, stateDir string, c *bootc.Client, rpm *rpmostree.Client,
-	keeper *guard.Keeper, log *slog.Logger) (adapters.BootcOS, *adapters.BootcStager) {
+	keeper *guard.Keeper, board *guard.Board, log *slog.Logger) (adapters.BootcOS, *adapters.BootcStager) {
 	o := stageOptions(cfg, root, stateDir, rpm, log)
 	o.DaemonUnit, o.Environment, o.OKExitStatuses = "", nil, nil
+	o.Guard.Board = board
 	if keeper != nil {
 		o.Baseline = keeper
 	}
@@ -113,7 +115,7 @@ func (a *agent) wireBackend(client *rpmostree.Client) error {
 	a.log.Info("update backend", "backend", ch.Name, "reason", ch.Reason)
 	a.osPort, a.stagerPort = a.os, a.stager
 	if ch.Bootc != nil {
-		bos, bst := bootcPorts(a.cfg, a.root, a.stateDir, ch.Bootc, client, a.baseline, a.log)
+		bos, bst := bootcPorts(a.cfg, a.root, a.stateDir, ch.Bootc, client, a.baseline, a.live, a.log)
 		bst.Done = a.stager.Done
 		a.osPort, a.stagerPort = bos, bst
 	}

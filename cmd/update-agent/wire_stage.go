@@ -166,9 +166,11 @@ func iocostOptions(cfg *config.Config) stage.IOCostOptions {
 
 // newStager builds the gentle stager of the daemon and stage-once; it dials
 // systemd on first use. keeper is the rolling latency baseline the daemon
-// keeps while no staging runs (nil without the guard).
-func newStager(cfg *config.Config, root, stateDir string, client *rpmostree.Client, log *slog.Logger) (s *adapters.Stager, keeper *guard.Keeper) {
+// keeps while no staging runs (nil without the guard). board, when not
+// nil, shows the open window's pacing live (`status`, the metrics).
+func newStager(cfg *config.Config, root, stateDir string, client *rpmostree.Client, board *guard.Board, log *slog.Logger) (s *adapters.Stager, keeper *guard.Keeper) {
 	o := stageOptions(cfg, root, stateDir, client, log)
+	o.Guard.Board = board
 	keeper, _ = o.Baseline.(*guard.Keeper)
 	runner := oplog.Runner{Log: log}
 	image := ""
