@@ -117,8 +117,6 @@ func (d *Daemon) stage(ctx context.Context, req Request, emit func(string, ...an
 		switch {
 		case err != nil:
 			return Event{}, err
-		case isImage && d.cfg.RealSysroot:
-			return Event{}, errors.New("the stand-in follows container images only in its own records (standin mode)")
 		case isImage:
 			refspec, image = backing, req.Refspec
 		case !strings.Contains(refspec, ":"):
