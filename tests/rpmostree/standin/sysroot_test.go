@@ -63,7 +63,7 @@ func TestOriginFile(t *testing.T) {
 		t.Errorf("ostree origin file %q", got)
 	}
 	for kf, want := range map[string]string{
-		originFile(Dep{Image: img}): img,
+		originFile(Dep{Image: img}):            img,
 		"[origin]\nrefspec=fedora:os/stable\n": "",
 		"[packages]\ncontainer-image-reference=x\n[origin]\ncontainer-image-reference = " + img + "\n\n[rpmostree]\nx=1\n": img,
 		"": "",

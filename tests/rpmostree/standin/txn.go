@@ -125,7 +125,17 @@ func (d *Daemon) stage(ctx context.Context, req Request, emit func(string, ...an
 		}
 		emit("Updating from: %s", req.Refspec)
 	}
-	t, err := d.resolve(ctx, refspec, req.Revision)
+	rev := req.Revision
+	switch {
+	case isDigest(rev) && image == "":
+		return Event{}, fmt.Errorf("Invalid checksum: %s", rev)
+	case isDigest(rev):
+		rev = ""
+	}
+	t, err := d.resolve(ctx, refspec, rev)
+	if err == nil && rev != req.Revision {
+		t, err = d.resolveDigest(ctx, t, req.Revision)
+	}
 	if err != nil {
 		return Event{}, err
 	}
