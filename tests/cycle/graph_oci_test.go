@@ -1,6 +1,8 @@
 package cycle
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -68,4 +70,46 @@ func hostStatus(t *testing.T, a *solo) *rpmostree.Status {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// TestGraphOstreeToOCIMigration: an ostree-booted host under Fedora
+// CoreOS's ostree->OCI migration, whose booted status override (as
+// coreos-oci-rebase writes it: fedora-coreos-config
+// overlay.d/35oci-migration; read as zincati's src/rpm_ostree/cli_status.rs)
+// names the OCI graph's payload of the booted release: the agent asks the
+// OCI graph as that image and rebases to the stream's tag at the next
+// release's digest; after the reboot (the override lived in /run) it
+// follows the image.
+func TestGraphOstreeToOCIMigration(t *testing.T) {
+	t.Parallel()
+	g := newGraphSolo(t)
+	a := g.solo
+	c0 := booted(t, a)
+	time.Sleep(1100 * time.Millisecond) // commit timestamps are seconds
+	c1 := a.env.Publish(a.env.Ref, 1)
+	name := a.env.Remote + "/os"
+	d0, d1 := standin.ImageDigest(c0), standin.ImageDigest(c1)
+	g.srv.Set(gt.Release{Version: "41.1", Image: name + "@" + d0, Rollout: gt.Done}, gt.Release{Version: "41.2", Image: name + "@" + d1, Rollout: gt.Done})
+	g.src.Override = filepath.Join(t.TempDir(), "booted-status-override.json")
+	override := `{"booted": true, "checksum": "` + c0 + `", "version": "41.1",
+		"container-image-reference": "ostree-remote-registry:` + a.env.Remote + `:` + name + `@` + d0 + `",
+		"container-image-reference-digest": "` + d0 + `", "base-commit-meta": {"fedora-coreos.stream": "stable"}}`
+	if err := os.WriteFile(g.src.Override, []byte(override), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g.start()
+
+	a.waitStaged(d1)
+	stream := "ostree-remote-registry:" + a.env.Remote + ":" + name + ":stable"
+	if want := "rebase --lock-finalization --disallow-downgrade " + stream + " " + d1; !strings.Contains(a.logb.String(), want) {
+		t.Errorf("the agent did not run %q", want)
+	}
+	if err := os.Remove(g.src.Override); err != nil {
+		t.Fatal(err)
+	}
+	g.rebootInto(d1)
+	g.idleNoUpdate(2)
+	if b, _ := hostStatus(t, a).Booted(); b.ContainerImageReference != stream || b.Checksum != c1 {
+		t.Errorf("booted %+v, want %s on %s", b, c1, stream)
+	}
 }
