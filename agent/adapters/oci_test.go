@@ -12,9 +12,10 @@ import (
 	"github.com/update-agent/update-agent/agent/state"
 )
 
-// fakeOCI is an rpm-ostree that knows image origins, which the stand-in
-// does not: status prints before, then after once a deploy or rebase ran,
-// whose argv it records.
+// fakeOCI is an rpm-ostree that shows any image origin (registry hosts,
+// digest-pinned references, the stand-in shows only its own refs): status
+// prints before, then after once a deploy or rebase ran, whose argv it
+// records.
 func fakeOCI(t *testing.T, before, after rpmostree.Status) (c *rpmostree.Client, argv func() string) {
 	dir := t.TempDir()
 	for name, st := range map[string]rpmostree.Status{"status.json": before, "after.json": after} {

@@ -30,16 +30,23 @@ var (
 	ErrRebooting = errors.New("rpm-ostree reboot initiated")
 )
 
-// refusals maps stderr fragments, as upstream words them, to sentinels.
+// refusals maps stderr fragments, as upstream words them, to sentinels;
+// where each is thrown in coreos/rpm-ostree is beside it. The stand-in's
+// contract tests (contract_test.go) make it print each.
 var refusals = []oplog.Refusal{
+	// src/daemon/rpmostreed-transaction-types.cxx, finalize_deployment_transaction_execute
 	{Fragment: "No pending staged deployment found", Err: ErrNoStagedDeployment},
 	{Fragment: "Expected staged base checksum", Err: ErrChecksumMismatch},
-	{Fragment: "Reboot blocked by a systemd inhibitor lock", Err: ErrInhibited},
 	{Fragment: "Staged deployment already unlocked", Err: ErrAlreadyUnlocked},
+	// src/daemon/rpmostreed-utils.cxx (the inhibitor check before a reboot)
+	{Fragment: "Reboot blocked by a systemd inhibitor lock", Err: ErrInhibited},
+	// src/app/rpmostree-clientlib.cxx (the registered update driver)
 	{Fragment: "Updates and deployments are driven by", Err: ErrDriverRegistered},
+	// src/daemon/rpmostreed-sysroot.cxx (a transaction running, a reboot started)
 	{Fragment: "Transaction in progress", Err: ErrBusy},
-	{Fragment: "Operation was cancelled", Err: ErrCancelled},
 	{Fragment: "Reboot initiated, cannot start new transaction", Err: ErrRebooting},
+	// GLib's G_IO_ERROR_CANCELLED message (also rust/src/utils.rs)
+	{Fragment: "Operation was cancelled", Err: ErrCancelled},
 }
 
 // classify adds the sentinel matching a failed command's stderr, if any.

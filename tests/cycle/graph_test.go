@@ -52,7 +52,7 @@ func (g *graphSolo) start() {
 	client := &rpmostree.Client{Path: path, Runner: oplog.Runner{Log: a.log,
 		Env: a.env.ClientEnv("update-agent.service"), Interrupt: syscall.SIGINT}}
 	b := a.boot
-	a.eng = engine.New(engine.Options{OS: adapters.OS{Client: client, Graph: g.src}, Stager: adapters.PlainStager{Client: client, Exact: true},
+	a.eng = engine.New(engine.Options{OS: adapters.OS{Client: client, Graph: g.src}, Stager: adapters.PlainStager{Client: client, Exact: true, Override: g.src.Override},
 		Store: state.Store{Dir: a.dir}, BootID: func() (string, error) { return b, nil }, Log: a.log,
 		Policy: engine.Policy{CheckInterval: 200 * time.Millisecond, Retry: engine.Backoff{Base: 200 * time.Millisecond, Max: 200 * time.Millisecond},
 			MaxFailures: 3, Window: &a.win, RecheckInterval: 200 * time.Millisecond, RebootTimeout: time.Minute, RecheckStaged: g.recheck}})

@@ -306,7 +306,8 @@ func (c *cli) deploy(args []string) error {
 		default:
 			req.Revision = rev
 		}
-		if req.Revision != "" && !isChecksum(req.Revision) {
+		// A digest is checked by the daemon: for a container origin only.
+		if req.Revision != "" && !isChecksum(req.Revision) && !isDigest(req.Revision) {
 			return fmt.Errorf("Invalid checksum: %s", req.Revision)
 		}
 	}

@@ -1,6 +1,7 @@
 package standin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,9 +12,11 @@ import (
 
 // Container origins. The stand-in has no registry: an image is an ostree
 // ref of the update repo, named "<remote>/<ref>" as the bootc stand-in
-// names them (imageOf), one layer per image. A container deployment
-// records the image reference (Dep.Image) and the ref backing it
-// (Dep.Origin).
+// names them (imageOf), one layer per image; a tag is the ref's last
+// element ("<remote>/os:stable" is the ref os/stable), and an image's
+// digest is its commit's (imageDigest), found in the ref's history. A
+// container deployment records the image reference (Dep.Image) and the
+// ref backing it (Dep.Origin).
 
 // imageSigs are ostree-ext's OstreeImageReference signature prefixes
 // (bootc-dev/bootc crates/ostree-ext/src/container/mod.rs, SignatureSource);
@@ -41,10 +44,44 @@ func imageBacking(ref string) (string, bool, error) {
 	// The -registry forms imply the registry transport; the others name it.
 	rest = strings.TrimPrefix(strings.TrimPrefix(rest, "docker://"), "registry:")
 	remote, name, ok := strings.Cut(rest, "/")
-	if !ok || remote == "" || strings.ContainsAny(rest, "@:") {
-		return "", true, fmt.Errorf("the stand-in follows images named <remote>/<ref> over the registry transport, not %s", ref)
+	if n, tag, tagged := strings.Cut(name, ":"); tagged && n != "" && tag != "" && !strings.Contains(tag, "/") {
+		name = n + "/" + tag
+	}
+	if !ok || remote == "" || strings.ContainsAny(remote+name, "@:") {
+		return "", true, fmt.Errorf("the stand-in follows images named <remote>/<ref> or <remote>/<name>:<tag> over the registry transport, not %s", ref)
 	}
 	return remote + ":" + name, true, nil
+}
+
+// isDigest says whether rev is an image digest ("sha256:<64 hex>").
+func isDigest(rev string) bool {
+	h, ok := strings.CutPrefix(rev, "sha256:")
+	return ok && isChecksum(h)
+}
+
+// historyDepth bounds the walk for a digest down a ref's history.
+const historyDepth = 200
+
+// resolveDigest finds the commit of t's ref whose image digest is digest,
+// walking the ref's parents as a registry keeps a repository's manifests:
+// what `deploy DIGEST` and `rebase IMAGE DIGEST` pull on a container
+// origin (upstream sets the digest as the origin's override commit,
+// coreos/rpm-ostree src/daemon/rpmostreed-transaction-types.cxx,
+// apply_revision_override).
+func (d *Daemon) resolveDigest(ctx context.Context, t target, digest string) (target, error) {
+	cur := t.csum
+	for range historyDepth {
+		if imageDigest(cur) == digest {
+			t.csum = cur
+			return t, nil
+		}
+		p, err := d.ostree.revParse(ctx, t.src, cur+"^")
+		if err != nil {
+			break // the ref's first commit
+		}
+		cur = p
+	}
+	return target{}, fmt.Errorf("Fetching manifest %s@%s: manifest unknown", t.ref, digest)
 }
 
 // ManifestDiff is the layer diff of a container update: the cached
@@ -175,3 +212,7 @@ func (c Config) loadCachedCheck(booted Dep) (*cachedCheck, error) {
 	}
 	return &u, nil
 }
+
+// ImageDigest is the digest of the stand-in image whose commit is csum:
+// what an update graph's OCI payloads name (tests build graphs from it).
+func ImageDigest(csum string) string { return imageDigest(csum) }

@@ -14,6 +14,10 @@ func TestImageBacking(t *testing.T) {
 		{"ostree-remote-registry:fedora:fedora/os/stable", "fedora:os/stable", true, false},
 		{"ostree-unverified-image:oci:/var/tmp/fcos", "", true, true},
 		{"ostree-unverified-registry:fedora/os@sha256:ab", "", true, true},
+		{"ostree-unverified-registry:fedora/os:stable", "fedora:os/stable", true, false},
+		{"ostree-remote-registry:fedora:fedora/coreos/os:41.1", "fedora:coreos/os/41.1", true, false},
+		{"ostree-unverified-registry:host:5000/os:stable", "", true, true},
+		{"ostree-unverified-registry:fedora/os:", "", true, true},
 	} {
 		got, image, err := imageBacking(c.in)
 		if got != c.want || image != c.image || (err != nil) != c.isErr {

@@ -18,11 +18,18 @@ type statusDeployment struct {
 	Serial   int    `json:"serial"`
 	Checksum string `json:"checksum"`
 	// BaseChecksum: a layered deployment's base; Checksum is then its
-	// local merge commit.
-	BaseChecksum string `json:"base-checksum,omitempty"`
-	Version      string `json:"version,omitempty"`
-	Timestamp    uint64 `json:"timestamp"`
-	Origin       string `json:"origin,omitempty"`
+	// local merge commit, and the base's version and timestamp are
+	// "base-version" and "base-timestamp", the merge commit's metadata
+	// "layered-commit-meta" (coreos/rpm-ostree
+	// src/daemon/rpmostreed-deployment-utils.cxx,
+	// rpmostreed_deployment_generate_variant).
+	BaseChecksum      string         `json:"base-checksum,omitempty"`
+	BaseVersion       string         `json:"base-version,omitempty"`
+	BaseTimestamp     uint64         `json:"base-timestamp,omitempty"`
+	LayeredCommitMeta map[string]any `json:"layered-commit-meta,omitempty"`
+	Version           string         `json:"version,omitempty"`
+	Timestamp         uint64         `json:"timestamp"`
+	Origin            string         `json:"origin,omitempty"`
 	// A container deployment has these instead of "origin"
 	// (coreos/rpm-ostree src/daemon/rpmostreed-deployment-utils.cxx).
 	ContainerImageReference       string            `json:"container-image-reference,omitempty"`
@@ -71,6 +78,13 @@ func toStatus(d Dep, booted, staged bool) statusDeployment {
 		names := mapsKeys(d.Layered)
 		s.ID = fmt.Sprintf("%s-%s.%d", d.OSName, layeredChecksum(d), d.Serial)
 		s.Checksum, s.BaseChecksum, s.RequestedPackages, s.Packages = layeredChecksum(d), d.Checksum, names, names
+		s.BaseVersion, s.BaseTimestamp = d.Version, d.Timestamp
+		// The merge commit carries the base's version (rpm-ostree's
+		// layering keeps it) and marks itself a client layer.
+		s.LayeredCommitMeta = map[string]any{"rpmostree.clientlayer": true}
+		if d.Version != "" {
+			s.LayeredCommitMeta["version"] = d.Version
+		}
 	}
 	if d.Image != "" {
 		s.Origin, s.ContainerImageReference, s.ContainerImageReferenceDigest = "", d.Image, imageDigest(d.Checksum)

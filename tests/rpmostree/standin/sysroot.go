@@ -26,6 +26,7 @@ const (
 type sysrootStore struct {
 	ostree  ostreeCLI
 	lockDir string // "/run/ostree" unless a test moves it
+	root    string // "/" unless a test moves it: where ostree/deploy is
 }
 
 func newSysrootStore(ot ostreeCLI) *sysrootStore { return &sysrootStore{ostree: ot} }
@@ -91,7 +92,67 @@ func (s *sysrootStore) dep(ctx context.Context, a adminDep) (Dep, error) {
 	if v == "" {
 		v = a.version
 	}
-	return Dep{OSName: a.osname, Checksum: a.csum, Serial: a.serial, Origin: a.origin, Version: v, Timestamp: ts}, nil
+	d := Dep{OSName: a.osname, Checksum: a.csum, Serial: a.serial, Origin: a.origin, Version: v, Timestamp: ts}
+	if a.origin != "" {
+		return d, nil
+	}
+	// ostree admin status prints "origin: <unknown origin type>" for an
+	// origin without a refspec (ostreedev/ostree
+	// src/ostree/ot-admin-builtin-status.c): a container image's is read
+	// from the deployment's origin file, which staging writes too
+	// (src/libostree/ostree-sysroot-deploy.c, stage_tree_with_options).
+	b, err := os.ReadFile(s.originPath(a))
+	if errors.Is(err, fs.ErrNotExist) {
+		return d, nil // "origin: none"
+	}
+	if err != nil {
+		return d, fmt.Errorf("reading the origin of %s: %w", d.ID(), err)
+	}
+	if img := originImage(string(b)); img != "" {
+		backing, _, err := imageBacking(img)
+		if err != nil {
+			return d, fmt.Errorf("the origin of %s: %w", d.ID(), err)
+		}
+		d.Origin, d.Image = backing, img
+	}
+	return d, nil
+}
+
+// originPath is a deployment's origin file (ostreedev/ostree
+// src/libostree/ostree-sysroot.c, ostree_sysroot_get_deployment_origin_path).
+func (s *sysrootStore) originPath(a adminDep) string {
+	root := s.root
+	if root == "" {
+		root = "/"
+	}
+	return filepath.Join(root, "ostree", "deploy", a.osname, "deploy", fmt.Sprintf("%s.%d.origin", a.csum, a.serial))
+}
+
+// originFile is the origin rpm-ostree writes: [origin] refspec= for an
+// ostree ref, container-image-reference= for an image, never both
+// (coreos/rpm-ostree rust/src/origin.rs, origin_to_treefile_inner).
+func originFile(d Dep) string {
+	if d.Image != "" {
+		return "[origin]\ncontainer-image-reference=" + d.Image + "\n"
+	}
+	return "[origin]\nrefspec=" + d.Origin + "\n"
+}
+
+// originImage returns the container-image-reference of an origin file's
+// [origin] group, "" for none.
+func originImage(kf string) string {
+	group := ""
+	for _, l := range strings.Split(kf, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "[") && strings.HasSuffix(l, "]") {
+			group = l[1 : len(l)-1]
+			continue
+		}
+		if k, v, ok := strings.Cut(l, "="); ok && group == "origin" && strings.TrimSpace(k) == "container-image-reference" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 func (s *sysrootStore) lockFile() string {
@@ -145,7 +206,7 @@ func (s *sysrootStore) stage(ctx context.Context, nd Dep, _ Deployments, _ *Stag
 		return nd, err
 	}
 	defer os.Remove(origin.Name())
-	if _, err := fmt.Fprintf(origin, "[origin]\nrefspec=%s\n", nd.Origin); err != nil {
+	if _, err := origin.WriteString(originFile(nd)); err != nil {
 		origin.Close()
 		return nd, err
 	}

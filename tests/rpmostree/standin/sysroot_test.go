@@ -49,3 +49,27 @@ func TestBootedOstree(t *testing.T) {
 		}
 	}
 }
+
+// TestOriginFile: what the stand-in stages on a real sysroot is what
+// rpm-ostree writes (one of refspec and container-image-reference), and a
+// container origin is read back from the origin file, other groups and
+// keys aside.
+func TestOriginFile(t *testing.T) {
+	img := "ostree-unverified-registry:fedora/os/stable"
+	if got := originFile(Dep{Origin: "fedora:os/stable", Image: img}); got != "[origin]\ncontainer-image-reference="+img+"\n" {
+		t.Errorf("container origin file %q", got)
+	}
+	if got := originFile(Dep{Origin: "fedora:os/stable"}); got != "[origin]\nrefspec=fedora:os/stable\n" {
+		t.Errorf("ostree origin file %q", got)
+	}
+	for kf, want := range map[string]string{
+		originFile(Dep{Image: img}):            img,
+		"[origin]\nrefspec=fedora:os/stable\n": "",
+		"[packages]\ncontainer-image-reference=x\n[origin]\ncontainer-image-reference = " + img + "\n\n[rpmostree]\nx=1\n": img,
+		"": "",
+	} {
+		if got := originImage(kf); got != want {
+			t.Errorf("originImage(%q) = %q, want %q", kf, got, want)
+		}
+	}
+}

@@ -117,8 +117,6 @@ func (d *Daemon) stage(ctx context.Context, req Request, emit func(string, ...an
 		switch {
 		case err != nil:
 			return Event{}, err
-		case isImage && d.cfg.RealSysroot:
-			return Event{}, errors.New("the stand-in follows container images only in its own records (standin mode)")
 		case isImage:
 			refspec, image = backing, req.Refspec
 		case !strings.Contains(refspec, ":"):
@@ -127,7 +125,17 @@ func (d *Daemon) stage(ctx context.Context, req Request, emit func(string, ...an
 		}
 		emit("Updating from: %s", req.Refspec)
 	}
-	t, err := d.resolve(ctx, refspec, req.Revision)
+	rev := req.Revision
+	switch {
+	case isDigest(rev) && image == "":
+		return Event{}, fmt.Errorf("Invalid checksum: %s", rev)
+	case isDigest(rev):
+		rev = ""
+	}
+	t, err := d.resolve(ctx, refspec, rev)
+	if err == nil && rev != req.Revision {
+		t, err = d.resolveDigest(ctx, t, req.Revision)
+	}
 	if err != nil {
 		return Event{}, err
 	}
