@@ -51,9 +51,11 @@ lint:
 # E2E_OSTREE_CHECK are the e2e_ostree tests that check runs too (a guest of
 # their own, after the agent's tests): the stand-ins' deploy by
 # checksum (the update graph's exact deploy), bootc's download-only
-# staging across an unplanned reboot, and companion mode pacing an admin's
-# rpm-ostree upgrade (about 4 minutes with its boot under TCG).
-E2E_OSTREE_CHECK := TestStandinDeploysByChecksum|TestBootcDownloadOnlySurvivesUnplannedReboot|TestCompanionPacesForeignStaging
+# staging across an unplanned reboot, companion mode pacing an admin's
+# rpm-ostree upgrade (about 4 minutes with its boot under TCG), and a
+# container-origin host: rebase to an image, the layer diff of a check,
+# staging and finalization by digest (about 3 minutes).
+E2E_OSTREE_CHECK := TestStandinDeploysByChecksum|TestBootcDownloadOnlySurvivesUnplannedReboot|TestCompanionPacesForeignStaging|TestStandinContainerOrigin
 
 e2e: host-deps
 	$(GO) vet -tags e2e ./tests/e2e/...
