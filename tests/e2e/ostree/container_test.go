@@ -29,6 +29,13 @@ func TestStandinContainerOrigin(t *testing.T) {
 	g.MustRun(t, rpmOT+" standin-init --osname=debian --remote=fedora --url=file://"+updates+" os/stable && systemctl enable --now rpm-ostreed.service")
 	gen0 := strings.TrimSpace(g.MustRun(t, "ostree rev-parse --repo="+updates+" os/stable"))
 	img := "ostree-unverified-registry:fedora/os/stable"
+	// The tests after this one share the guest and set the booted
+	// deployment's origin with ostree admin set-origin, which cannot read a
+	// container origin ("Invalid refspec (null)"): leave every deployment
+	// following the ref again, as standin-init left it.
+	t.Cleanup(func() {
+		g.MustRun(t, `for f in /ostree/deploy/debian/deploy/*.origin; do printf '[origin]\nrefspec=fedora:os/stable\n' > "$f"; done`)
+	})
 
 	// Rebased to the image, unlocked: a plain reboot finalizes it.
 	g.MustRun(t, rpmOT+" rebase "+img)
