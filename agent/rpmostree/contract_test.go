@@ -89,8 +89,11 @@ func TestStatusCheckStageFinalizeReboot(t *testing.T) {
 	if staged.Checksum != next || staged.Booted || staged.Version != "1.1" {
 		t.Errorf("staged = %+v", staged)
 	}
-	if staged.FinalizationLocked != nil {
-		t.Error("stand-in reports finalization-locked; rpm-ostree >= 2024.6 does not")
+	// Upstream sets "finalization-locked" on the staged deployment iff
+	// the legacy lock file exists (coreos/rpm-ostree rust/src/daemon.rs),
+	// which the stand-in's lock stands for; Stage locks.
+	if staged.FinalizationLocked == nil || !*staged.FinalizationLocked {
+		t.Errorf("locked staged deployment: finalization-locked = %v, want true", staged.FinalizationLocked)
 	}
 	// Real I/O: the tree was pulled and checked out.
 	files, _ := filepath.Glob(filepath.Join(e.Sysroot, "ostree/deploy/fedora-coreos/deploy", next+".0", "usr/share/mkupdate/*/*.bin"))
@@ -125,6 +128,10 @@ func TestStatusCheckStageFinalizeReboot(t *testing.T) {
 	}
 	if !standintest.WaitFor(timeout(t, 5*time.Second), e.Rebooted) {
 		t.Fatal("finalize-deployment did not run the reboot command")
+	}
+	// Unlocked by finalize-deployment: the key is gone, not false.
+	if s := mustStaged(t, c); s.FinalizationLocked != nil {
+		t.Errorf("unlocked staged deployment: finalization-locked = %v, want absent", *s.FinalizationLocked)
 	}
 	e.PlannedReboot()
 	st = status(t, c)

@@ -53,10 +53,12 @@ type Deployment struct {
 	Booted                        bool   `json:"booted"`
 	Staged                        bool   `json:"staged"`
 	Pinned                        bool   `json:"pinned"`
-	// FinalizationLocked is informational only: since rpm-ostree 2024.6 the
-	// key is usually absent even for a locked deployment, because the lock
-	// moved into /run/ostree/staged-deployment. The engine records what it
-	// locked itself (state.State.Locked).
+	// FinalizationLocked is informational only: upstream sets it on the
+	// staged deployment only while LegacyLockFile exists (coreos/rpm-ostree
+	// rust/src/daemon.rs), so since rpm-ostree 2024.6 it is usually absent
+	// even for a locked deployment, the lock being in
+	// /run/ostree/staged-deployment. The engine records what it locked
+	// itself (state.State.Locked); FinalizationLock reads the lock.
 	FinalizationLocked *bool `json:"finalization-locked,omitempty"`
 	// BaseCommitMeta is the base commit's metadata (the update graph reads
 	// the stream from it).

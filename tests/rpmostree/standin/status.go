@@ -9,9 +9,8 @@ import (
 )
 
 // statusDeployment has the keys of rpm-ostree's deployment variant that an
-// ostree-origin, non-layered deployment carries. It deliberately has no
-// "finalization-locked": since rpm-ostree 2024.6 the key is absent even for
-// a locked deployment, and clients must not depend on it.
+// ostree-origin, non-layered deployment carries, and the keys other origins
+// and layering add.
 type statusDeployment struct {
 	ID       string `json:"id"`
 	OSName   string `json:"osname"`
@@ -51,6 +50,15 @@ type statusDeployment struct {
 	Modules                       []string          `json:"modules"`
 	RequestedModules              []string          `json:"requested-modules"`
 	RequestedModulesEnabled       []string          `json:"requested-modules-enabled"`
+	// FinalizationLocked is set, true, on the staged deployment only while
+	// the legacy lock file /run/ostree/staged-deployment-locked exists, and
+	// absent otherwise (coreos/rpm-ostree rust/src/daemon.rs, "Staging
+	// status"). rpm-ostree before 2024.6 wrote that file for a locked
+	// staging, as the stand-in does (libostree 2022.7, Debian's, has no
+	// other lock); since then libostree >= 2023.8 locks the staging and
+	// keeps the lock in /run/ostree/staged-deployment, and the key is
+	// absent even for a locked deployment: clients must not depend on it.
+	FinalizationLocked bool `json:"finalization-locked,omitempty"`
 }
 
 type statusJSON struct {
@@ -108,7 +116,12 @@ func (d *Daemon) status() (json.RawMessage, error) {
 	}
 	st := statusJSON{Deployments: []statusDeployment{}, UpdateDriver: drv, CachedUpdate: cached}
 	if staged != nil {
-		st.Deployments = append(st.Deployments, toStatus(staged.Deployment, false, true))
+		s := toStatus(staged.Deployment, false, true)
+		// Staged.Locked is the legacy lock file on a real sysroot (the
+		// only lock libostree 2022.7 has) and the stand-in's own lock
+		// record otherwise: what upstream's key reads.
+		s.FinalizationLocked = staged.Locked
+		st.Deployments = append(st.Deployments, s)
 	}
 	st.Deployments = append(st.Deployments, toStatus(deps.Booted, true, false))
 	if deps.Rollback != nil {

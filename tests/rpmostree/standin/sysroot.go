@@ -179,6 +179,8 @@ func (s *sysrootStore) load(ctx context.Context) (Deployments, *Staged, error) {
 		case a.booted:
 			deps.Booted, seenBooted = d, true
 		case a.staged:
+			// The legacy lock file alone, as upstream's status
+			// "finalization-locked" reads it (status.go).
 			_, err := os.Stat(s.lockFile())
 			staged = &Staged{Deployment: d, Locked: err == nil}
 		case seenBooted && deps.Rollback == nil:
@@ -189,9 +191,9 @@ func (s *sysrootStore) load(ctx context.Context) (Deployments, *Staged, error) {
 }
 
 // stage deploys nd.Checksum with nd.Origin as its origin. The lock file is
-// written before staging, as rpm-ostree does, so no shutdown can finalize
-// a deployment that was asked to be locked; staging unlocked leaves an
-// existing lock file alone, as upstream does.
+// written before staging, as rpm-ostree did before 2024.6, so no shutdown
+// can finalize a deployment that was asked to be locked; staging unlocked
+// leaves an existing lock file alone, as upstream did.
 func (s *sysrootStore) stage(ctx context.Context, nd Dep, _ Deployments, _ *Staged, locked bool) (Dep, error) {
 	if locked {
 		if err := os.MkdirAll(filepath.Dir(s.lockFile()), 0o755); err != nil {
