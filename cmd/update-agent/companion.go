@@ -121,14 +121,16 @@ func (c *companion) run(ctx context.Context) {
 			closeWindow("agent stopping")
 		}
 	}()
+	trigAttrs := []any{"trigger", "none"}
 	if c.trigger != nil {
-		c.log.Info("companion mode: pacing every rpm-ostree transaction that writes a deployment, whoever started it",
-			"poll_seconds", every.Seconds(), "trigger", "rpm-ostreed's dirty page cache", "trigger_file", c.trigger.String(),
-			"trigger_seconds", trigEvery.Seconds())
-	} else {
-		c.log.Info("companion mode: pacing every rpm-ostree transaction that writes a deployment, whoever started it",
-			"poll_seconds", every.Seconds(), "trigger", "none")
+		trigAttrs = []any{"trigger", "rpm-ostreed's dirty page cache", "trigger_file", c.trigger.String(),
+			"trigger_seconds", trigEvery.Seconds()}
+		if cl, ok := c.trigger.(interface{ Close() }); ok {
+			defer cl.Close()
+		}
 	}
+	c.log.Info("companion mode: pacing every rpm-ostree transaction that writes a deployment, whoever started it",
+		append([]any{"poll_seconds", every.Seconds()}, trigAttrs...)...)
 	// The first look after one interval, the trigger's too: the engine's
 	// recovery at its start takes the staging lock too, and a window
 	// holding it would fail that (ErrBusy: retried, but logged as a
