@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/agent/stage"
@@ -16,6 +18,14 @@ import (
 // transaction: a staging takes minutes, and each look is an rpm-ostree
 // status (a process and a D-Bus round trip to rpm-ostreed).
 const companionPoll = 5 * time.Second
+
+// companionTriggerEvery is how often the trigger (rpm-ostreed's cgroup)
+// is read, and companionTriggerLook the least time between two looks it
+// starts while rpm-ostreed keeps writing with no transaction found.
+const (
+	companionTriggerEvery = 250 * time.Millisecond
+	companionTriggerLook  = time.Second
+)
 
 // companionStatusTimeout bounds one look: while the guard has rpm-ostreed
 // frozen, status waits for the thaw (at most guard.max_freeze).
@@ -37,14 +47,28 @@ type transactionReader interface {
 	Status(ctx context.Context) (*rpmostree.Status, error)
 }
 
+// triggerReader samples rpm-ostreed's cgroup (*cgroupTrigger).
+type triggerReader interface {
+	Sample() (triggerSample, error)
+	String() string
+}
+
 // companion opens the staging window around each deployment-writing
 // transaction rpm-ostreed runs (txn.DecideForeign), from the first look
-// that sees it to the first that does not.
+// that sees it to the first that does not. It looks every poll, and at
+// once when the trigger says rpm-ostreed started writing.
 type companion struct {
 	status transactionReader
 	pacer  foreignPacer
 	every  time.Duration
-	log    *slog.Logger
+	// trigger, when set, is read every triggerEvery (0:
+	// companionTriggerEvery); a look it starts follows the last by
+	// triggerLook at least (0: companionTriggerLook).
+	trigger      triggerReader
+	triggerEvery time.Duration
+	triggerLook  time.Duration
+	clock        clockwork.Clock // nil: the real one
+	log          *slog.Logger
 	// done, when set, is told how each window went (metrics).
 	done func(stage.Report, error)
 }
@@ -56,6 +80,17 @@ func (c *companion) run(ctx context.Context) {
 	if every <= 0 {
 		every = companionPoll
 	}
+	trigEvery, trigLook := c.triggerEvery, c.triggerLook
+	if trigEvery <= 0 {
+		trigEvery = companionTriggerEvery
+	}
+	if trigLook <= 0 {
+		trigLook = companionTriggerLook
+	}
+	clk := c.clock
+	if clk == nil {
+		clk = clockwork.NewRealClock()
+	}
 	var (
 		paced  *rpmostree.Transaction // the window's, nil: none open
 		ended  chan struct{}
@@ -64,6 +99,14 @@ func (c *companion) run(ctx context.Context) {
 		// every poll (an ErrBusy is: the host's own staging ends).
 		skip     *rpmostree.Transaction
 		statusOK = true
+		// idle: the last look saw nothing to pace, so the trigger may
+		// start one (while a transaction is known the poll follows it).
+		idle     = true
+		lastLook time.Time
+		prev     triggerSample
+		trigTick clockwork.Ticker // nil until the first look
+		trigC    <-chan time.Time
+		trigErr  bool
 	)
 	closeWindow := func(why string) {
 		close(ended)
@@ -78,20 +121,54 @@ func (c *companion) run(ctx context.Context) {
 			closeWindow("agent stopping")
 		}
 	}()
+	trigAttrs := []any{"trigger", "none"}
+	if c.trigger != nil {
+		trigAttrs = []any{"trigger", "rpm-ostreed's dirty page cache", "trigger_file", c.trigger.String(),
+			"trigger_seconds", trigEvery.Seconds()}
+		if cl, ok := c.trigger.(interface{ Close() }); ok {
+			defer cl.Close()
+		}
+	}
 	c.log.Info("companion mode: pacing every rpm-ostree transaction that writes a deployment, whoever started it",
-		"poll_seconds", every.Seconds())
-	// The first look after one interval: the engine's recovery at its
-	// start takes the staging lock too, and a window holding it would
-	// fail that (ErrBusy: retried, but logged as a failure).
-	t := time.NewTimer(every)
+		append([]any{"poll_seconds", every.Seconds()}, trigAttrs...)...)
+	// The first look after one interval, the trigger's too: the engine's
+	// recovery at its start takes the staging lock too, and a window
+	// holding it would fail that (ErrBusy: retried, but logged as a
+	// failure).
+	t := clk.NewTimer(every)
 	defer t.Stop()
+	defer func() {
+		if trigTick != nil {
+			trigTick.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
+		case <-trigC:
+			cur, err := c.trigger.Sample()
+			if err != nil {
+				if !trigErr {
+					c.log.Warn("companion mode: the trigger is unreadable; the poll alone finds transactions", "err", err)
+					trigErr = true
+				}
+				continue
+			}
+			look := idle && triggerWriting(prev, cur) && clk.Since(lastLook) >= trigLook
+			prev = cur
+			if !look {
+				continue
+			}
+			c.log.Debug("companion mode: rpm-ostreed writes: looking now", "dirty_bytes", cur.Pending)
 		}
 		t.Reset(every)
+		lastLook = clk.Now()
+		if trigTick == nil && c.trigger != nil {
+			trigTick = clk.NewTicker(trigEvery)
+			trigC = trigTick.Chan()
+		}
 		if paced != nil {
 			select {
 			case err := <-result: // the window ended on its own: it failed
@@ -123,6 +200,7 @@ func (c *companion) run(ctx context.Context) {
 		if skip != nil && (active == nil || *active != *skip) {
 			skip = nil
 		}
+		idle = txn.DecideForeign(active, nil) != txn.ForeignOpen
 		switch txn.DecideForeign(active, paced) {
 		case txn.ForeignOpen:
 			if skip != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -159,12 +160,19 @@ func TestWireCompanion(t *testing.T) {
 		cfg := config.Default()
 		cfg.Agent.NodeName = "n1"
 		cfg.Staging.PaceForeign, cfg.Updates.Enabled = c.pace, c.updates
-		a, err := wire(cfg, t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+		root := t.TempDir()
+		a, err := wire(cfg, root, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if (a.companion != nil) != c.want {
 			t.Errorf("pace_foreign %v, updates %v: companion %v", c.pace, c.updates, a.companion != nil)
+		}
+		if a.companion != nil {
+			want := filepath.Join(root, "sys/fs/cgroup/system.slice/rpm-ostreed.service/memory.stat")
+			if a.companion.trigger == nil || a.companion.trigger.String() != want {
+				t.Errorf("companion's trigger %v, want rpm-ostreed's memory.stat under --root (%s)", a.companion.trigger, want)
+			}
 		}
 		a.close()
 	}

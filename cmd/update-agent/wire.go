@@ -126,7 +126,8 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 		a.metrics.Paced(rep.Pacing)
 	}
 	if companionMode(cfg) {
-		a.companion = &companion{status: client, pacer: a.stager, every: companionPoll, log: a.log, done: a.stager.Done}
+		a.companion = &companion{status: client, pacer: a.stager, every: companionPoll, log: a.log, done: a.stager.Done,
+			trigger: newCgroupTrigger(filepath.Join(rooted(root, "/sys/fs/cgroup"), rpmOstreedCgroup))}
 	}
 	if err := a.wireBackend(client); err != nil {
 		return nil, err

@@ -13,7 +13,8 @@ import (
 // deployment-writing transaction with its defaults' window. Against
 // b-naive it is what companion mode buys etcd; against d-agent, what
 // finding the transaction from outside costs (the window opens at the
-// daemon's first 5 s poll that sees it).
+// daemon's first look that sees it: within a second of rpm-ostreed's
+// first writes, on its cgroup's trigger, or at a 5 s poll).
 var CompanionScenario = Scenario{ID: "f-companion", Stager: Companion}
 
 // companionUnit runs the daemon for a Companion scenario: a transient
