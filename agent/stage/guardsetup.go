@@ -68,12 +68,30 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop, for
 		if minN == 0 {
 			minN = 20
 		}
-		if b, stall := rec.Baseline(minN); age <= s.o.BaselineMaxAge && (len(b) > 0 || stall >= 0) {
+		b, stall := rec.Baseline(minN)
+		usable := len(b) > 0 || stall >= 0
+		switch d := foreignBaseline(foreign, usable, age <= s.o.BaselineMaxAge); d {
+		case baselineRolling, baselineStale:
 			rep.Baseline = fmt.Sprintf("rolling, %s old", age.Round(time.Second))
+			if d == baselineStale {
+				rep.Baseline = fmt.Sprintf("stale rolling, %s old", age.Round(time.Second))
+				// The transaction already writes: what is learnt now is its
+				// load, not normal; an old normal is closer to the truth.
+				s.log.Info("no fresh rolling latency baseline: a foreign transaction's window adopts the stale one rather than learn from its writes",
+					"age", age.Round(time.Second).String(), "max_age", s.o.BaselineMaxAge.String())
+			}
 			if base, err := g.Adopt(b, stall, rep.Baseline); err == nil {
 				return g, base, closeInputs
+			} else if foreign {
+				s.log.Info("a foreign transaction's window runs without the latency guard: the rolling baseline is not usable", "err", err)
+				rep.Baseline = "none: rolling baseline not usable"
+				return nil, nil, closeInputs
 			}
-		} else {
+		case baselineNone:
+			s.log.Info("no rolling latency baseline yet: a foreign transaction's window runs without the latency guard; learning now would take its writes for normal")
+			rep.Baseline = "none: no rolling baseline yet"
+			return nil, nil, closeInputs
+		default:
 			ageText := "none kept yet"
 			if !rec.Updated.IsZero() {
 				ageText = age.Round(time.Second).String()
@@ -89,6 +107,33 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop, for
 		return nil, nil, closeInputs
 	}
 	return g, base, closeInputs
+}
+
+// Where a window's latency baseline comes from, when a rolling one is kept.
+const (
+	baselineLearn   = iota // learn it now, before changing anything
+	baselineRolling        // the fresh rolling baseline
+	baselineStale          // the rolling baseline, stale
+	baselineNone           // no guard
+)
+
+// foreignBaseline decides where the baseline comes from. The agent's own
+// staging learns when the rolling baseline is not fresh: nothing writes
+// yet. A foreign window never learns: the transaction already writes, so
+// what would be learnt is its load (targets too loose) and the window
+// would pace nothing meanwhile; a stale normal beats that, and without
+// any the window keeps its policy, memory bound and iocost, unguarded.
+func foreignBaseline(foreign, usable, fresh bool) int {
+	switch {
+	case usable && fresh:
+		return baselineRolling
+	case !foreign:
+		return baselineLearn
+	case usable:
+		return baselineStale
+	default:
+		return baselineNone
+	}
 }
 
 // metricsEvery is how often etcd's metrics are scraped while staging;
