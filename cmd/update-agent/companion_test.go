@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,7 +79,12 @@ func (f *fakePacer) state() (calls, open int, ends []string) {
 
 func startCompanion(t *testing.T, st *fakeTransactions, p *fakePacer) (stop func()) {
 	t.Helper()
-	c := &companion{status: st, pacer: p, every: 5 * time.Millisecond, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return startCompanionLog(t, st, p, io.Discard)
+}
+
+func startCompanionLog(t *testing.T, st *fakeTransactions, p *fakePacer, log io.Writer) (stop func()) {
+	t.Helper()
+	c := &companion{status: st, pacer: p, every: 5 * time.Millisecond, log: slog.New(slog.NewTextHandler(log, nil))}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); c.run(ctx) }()
@@ -176,4 +182,35 @@ func TestWireCompanion(t *testing.T) {
 		}
 		a.close()
 	}
+}
+
+// The first status look is said once ("armed"): the latency bench starts
+// its transaction after it.
+func TestCompanionSaysArmedOnceAfterItsFirstLook(t *testing.T) {
+	st, p := &fakeTransactions{}, &fakePacer{}
+	var logs syncBuffer
+	stop := startCompanionLog(t, st, p, &logs)
+	waitFor(t, "several looks", func() bool { st.mu.Lock(); defer st.mu.Unlock(); return st.reads > 3 })
+	stop()
+	if n := strings.Count(logs.String(), "companion mode: armed"); n != 1 {
+		t.Errorf("armed said %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+// syncBuffer is a log sink for the companion's goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

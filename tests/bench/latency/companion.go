@@ -10,11 +10,16 @@ import (
 // CompanionScenario is companion mode (issue #44): the staging is a plain
 // `rpm-ostree upgrade`, as zincati, the MCO's daemon or an admin starts it
 // (b-naive's), with the agent's daemon beside it pacing every
-// deployment-writing transaction with its defaults' window. Against
-// b-naive it is what companion mode buys etcd; against d-agent, what
-// finding the transaction from outside costs (the window opens at the
-// daemon's first look that sees it: within a second of rpm-ostreed's
-// first writes, on its cgroup's trigger, or at a 5 s poll).
+// deployment-writing transaction with its defaults' window. The upgrade
+// starts once the daemon is armed (its first look done, its trigger on),
+// as a companion running long before a transaction, but young: with no
+// rolling latency baseline yet, so its window is the unit policy, memory
+// bound and iocost without the latency guard (a foreign window never
+// learns: the transaction already writes). Against b-naive it is what a
+// young companion buys etcd; against d-agent, what finding the
+// transaction from outside costs (within a second of rpm-ostreed's first
+// writes, on its cgroup's trigger, or at a 5 s poll) and the guard's
+// absence.
 var CompanionScenario = Scenario{ID: "f-companion", Stager: Companion}
 
 // companionUnit runs the daemon for a Companion scenario: a transient
@@ -41,11 +46,12 @@ endpoints = ["http://127.0.0.1:2379"]
 // companion.go, agent/stage/foreign.go).
 const (
 	companionUp     = "companion mode: pacing every rpm-ostree transaction"
+	companionArmed  = "companion mode: armed"
 	companionClosed = "foreign transaction's staging window closed"
 )
 
-// stageCompanion starts the agent's daemon in companion mode, waits for its
-// loop, runs b-naive's `rpm-ostree upgrade` outside it between the stamps
+// stageCompanion starts the agent's daemon in companion mode, waits until
+// it is armed (its first look, one poll after its start), runs b-naive's `rpm-ostree upgrade` outside it between the stamps
 // t0 and t1, then waits for the daemon to close the window and stops it
 // (SIGTERM: it restores anything left).
 func stageCompanion(ctx context.Context, g Guest, l Layout, s Scenario, t0, t1 string) (Window, error) {
@@ -63,8 +69,10 @@ func stageCompanion(ctx context.Context, g Guest, l Layout, s Scenario, t0, t1 s
 		" -p KillMode=mixed -p StandardOutput=append:"+log+" -p StandardError=append:"+log+" /usr/bin/update-agent daemon"); err != nil {
 		return Window{}, fmt.Errorf("starting the agent in companion mode: %w", err)
 	}
-	if err := waitLog(ctx, g, log, companionUp, time.Minute); err != nil {
-		return Window{}, err
+	for _, line := range []string{companionUp, companionArmed} {
+		if err := waitLog(ctx, g, log, line, time.Minute); err != nil {
+			return Window{}, err
+		}
 	}
 	upLog := l.Scratch + "/bench-upgrade.log"
 	out, err := sh(ctx, g, t0+`; rpm-ostree upgrade >`+upLog+` 2>&1 || { cat `+upLog+` >&2; exit 1; }; `+t1+`; echo $t0 $t1`)
