@@ -3,6 +3,7 @@
 package modroot
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -30,4 +31,17 @@ func Must(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// Build builds the module's package pkg ("./cmd/update-agent") into out,
+// static (CGO_ENABLED=0) for a test guest whose libc may differ; it fails
+// the test with go's output.
+func Build(ctx context.Context, t testing.TB, out, pkg string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
+	cmd.Dir = Must(t)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", pkg, err, b)
+	}
 }

@@ -5,7 +5,6 @@ package ostree
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,12 +26,7 @@ func installBootc(t *testing.T, g *guest.Guest) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(dir, "bootc"), "./tests/rpmostree/cmd/bootc")
-	cmd.Dir = modroot.Must(t)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the bootc stand-in: %v\n%s", err, out)
-	}
+	modroot.Build(ctx, t, filepath.Join(dir, "bootc"), "./tests/rpmostree/cmd/bootc")
 	g.MustRun(t, "rm -rf /root/bootc")
 	if err := g.CopyIn(ctx, dir, "/root/bootc"); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,12 +58,7 @@ func installAgent(t *testing.T, g *guest.Guest, config string) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(dir, "update-agent"), "./cmd/update-agent")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
-	}
+	modroot.Build(ctx, t, filepath.Join(dir, "update-agent"), "./cmd/update-agent")
 	unit, err := os.ReadFile(filepath.Join(root, "units/update-agent.service"))
 	if err != nil {
 		t.Fatal(err)

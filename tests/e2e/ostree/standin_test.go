@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,12 +35,7 @@ func installStandin(t *testing.T, g *guest.Guest) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(dir, "rpm-ostree"), "./tests/rpmostree/cmd/rpm-ostree")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the stand-in: %v\n%s", err, out)
-	}
+	modroot.Build(ctx, t, filepath.Join(dir, "rpm-ostree"), "./tests/rpmostree/cmd/rpm-ostree")
 	unit, err := os.ReadFile(filepath.Join(root, "tests/rpmostree/units/rpm-ostreed.service"))
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,12 +32,7 @@ func install(t *testing.T, g *guest.Guest) {
 		t.Fatal(err)
 	}
 	for bin, pkg := range map[string]string{"rpm-ostree": "./tests/rpmostree/cmd/rpm-ostree", "mkupdate": "./tests/mkupdate"} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(dir, bin), pkg)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", pkg, err, out)
-		}
+		modroot.Build(ctx, t, filepath.Join(dir, bin), pkg)
 	}
 	for _, f := range []string{"rpm-ostreed.service", "ostree-finalize-staged.service", "rpm-ostree-standin.tmpfiles.conf"} {
 		b, err := os.ReadFile(filepath.Join(root, "tests/rpmostree/units", f))
