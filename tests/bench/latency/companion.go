@@ -22,6 +22,12 @@ import (
 // absence.
 var CompanionScenario = Scenario{ID: "f-companion", Stager: Companion}
 
+// CompanionMatureScenario is CompanionScenario with the daemon armed for
+// 150 s before the upgrade: its rolling baseline kept (readings at 0, 60
+// and 120 s), its window adopts it and paces with the guard, as on a host
+// where the companion has run for a while.
+var CompanionMatureScenario = Scenario{ID: "f-companion-mature", Stager: Companion, CompanionWarm: 150 * time.Second}
+
 // companionUnit runs the daemon for a Companion scenario: a transient
 // unit, since the packaged one only starts on an ostree-booted host and
 // the plain guest is not one.
@@ -72,6 +78,13 @@ func stageCompanion(ctx context.Context, g Guest, l Layout, s Scenario, t0, t1 s
 	for _, line := range []string{companionUp, companionArmed} {
 		if err := waitLog(ctx, g, log, line, time.Minute); err != nil {
 			return Window{}, err
+		}
+	}
+	if s.CompanionWarm > 0 {
+		select {
+		case <-ctx.Done():
+			return Window{}, ctx.Err()
+		case <-time.After(s.CompanionWarm):
 		}
 	}
 	upLog := l.Scratch + "/bench-upgrade.log"

@@ -112,7 +112,7 @@ func TestPlan(t *testing.T) {
 		}
 		// Companion mode beside plain staging, on the small XFS disk.
 		if d.Name == plan.Disks[0].Name {
-			want = append(want, CompanionScenario.ID)
+			want = append(want, CompanionScenario.ID, CompanionMatureScenario.ID)
 		}
 		for _, w := range want {
 			if !ids[w+fmt.Sprintf("fio-%d/s", d.FioRate)] {
@@ -123,7 +123,7 @@ func TestPlan(t *testing.T) {
 			t.Errorf("%s: %d scenarios, want %d", d.Name, len(ids), len(want))
 		}
 	}
-	if n := len(full.Scenarios[full.Disks[0].Name]); n != 8+len(Knobs)+len(AgentRuns)+len(Probes)-1+6+len(IOCostScenarios(Disk{}))+1 {
+	if n := len(full.Scenarios[full.Disks[0].Name]); n != 9+len(Knobs)+len(AgentRuns)+len(Probes)-1+6+len(IOCostScenarios(Disk{}))+1 {
 		t.Errorf("small disk: %d scenarios", n)
 	}
 	// iocost with the disk's model, without the guard, and bfq from boot

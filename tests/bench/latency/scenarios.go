@@ -94,6 +94,11 @@ type Scenario struct {
 	Stager Stager
 	// AgentConfig is a TOML fragment put over the defaults (Agent only).
 	AgentConfig string
+	// CompanionWarm is how long a Companion scenario's daemon runs,
+	// armed, before the upgrade starts: long enough and its rolling latency
+	// baseline (one reading a minute) is kept, so its window adopts it and
+	// paces with the guard, as a companion that has run for a while.
+	CompanionWarm time.Duration
 	// FioUnlimited runs the etcd-like job flat out, as etcd's docs do,
 	// instead of at the disk's FioRate.
 	FioUnlimited bool
@@ -363,7 +368,7 @@ func MakePlan(quick bool) Plan {
 	// Companion mode beside b-naive and d-agent on the small XFS disk, where
 	// the stalls are.
 	small0 := p.Disks[0].Name
-	p.Scenarios[small0] = append(p.Scenarios[small0], CompanionScenario)
+	p.Scenarios[small0] = append(p.Scenarios[small0], CompanionScenario, CompanionMatureScenario)
 	return p
 }
 
