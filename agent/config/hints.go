@@ -30,6 +30,23 @@ func zincatiHint(key string) string {
 	return ""
 }
 
+// removedKeys are keys an older agent read and this one does not: the
+// error says so and what to do, not "unknown key" (a fragment kept from
+// then is no typo).
+var removedKeys = []struct{ key, hint string }{
+	{"staging.iocost_etcd_feedback", "removed: the vrate ceiling it set from etcd's latency sank to its floor and staging crawled without holding etcd (docs/benchmarks.md); delete the line"},
+}
+
+// removedHint is the message for key when it was removed; "" otherwise.
+func removedHint(key string) string {
+	for _, r := range removedKeys {
+		if key == r.key || strings.HasPrefix(key, r.key+".") {
+			return r.hint
+		}
+	}
+	return ""
+}
+
 // badTypeRe is the toml package's type error, in Go's words.
 var badTypeRe = regexp.MustCompile(`^incompatible types: TOML value has type (.+); destination has type (.+)$`)
 

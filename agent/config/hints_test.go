@@ -22,6 +22,18 @@ func TestZincatiHint(t *testing.T) {
 	}
 }
 
+func TestRemovedHint(t *testing.T) {
+	for _, tt := range []struct{ key, want string }{
+		{"staging.iocost_etcd_feedback", "delete the line"},
+		{"staging.iocost_etcd_feedbackx", ""},
+		{"staging.iocost", ""},
+	} {
+		if got := removedHint(tt.key); (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+			t.Errorf("removedHint(%q) = %q, want it to say %q", tt.key, got, tt.want)
+		}
+	}
+}
+
 func TestPlainTypeError(t *testing.T) {
 	for _, tt := range []struct{ in, want string }{
 		{"incompatible types: TOML value has type string; destination has type integer", "must be a whole number (no quotes), got a string"},

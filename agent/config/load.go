@@ -296,6 +296,8 @@ func mergeFragment(cfg *Config, src *Sources, all []leaf, file string) []error {
 			msg := "unknown key" + suggest(k)
 			if h := zincatiHint(ks); h != "" {
 				msg = "unknown key: " + h
+			} else if h := removedHint(ks); h != "" {
+				msg = h
 			} else if t := md.Type(ks); len(k) == 1 && (t == "Hash" || t == "") {
 				// A table is matched against sections, not keys.
 				msg = "unknown section" + suggestSection(ks)

@@ -222,6 +222,8 @@ func TestLoadErrorsNameFileAndKey(t *testing.T) {
 			[]string{etcDir + "50-z.toml: updates.fleet_lock: unknown key: zincati's table: the agent takes its reboot slot in etcd itself: set etcd.endpoints and lock.group"}},
 		{"zincati's timing", map[string]string{etcDir + "50-z.toml": "[agent.timing]\nsteady_interval_secs = 300\n"},
 			[]string{etcDir + "50-z.toml: agent.timing: unknown key: zincati's table: use agent.check_interval"}},
+		{"a removed key", map[string]string{etcDir + "50-s.toml": "[staging]\niocost_etcd_feedback = false\n"},
+			[]string{etcDir + "50-s.toml: staging.iocost_etcd_feedback: removed: the vrate ceiling it set from etcd's latency sank to its floor and staging crawled without holding etcd (docs/benchmarks.md); delete the line"}},
 		{"unknown key in a hook", map[string]string{etcDir + "50-x.toml": "[[reboot.hooks]]\nargv = [\"/bin/a\"]\ntimeout = \"1m\"\ncmd = \"x\"\n"},
 			[]string{etcDir + "50-x.toml: reboot.hooks[].cmd: unknown key"}},
 		{"wrong type", map[string]string{etcDir + "50-lock.toml": "[lock]\nslots = \"two\"\n"},

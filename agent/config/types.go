@@ -135,10 +135,6 @@ type Staging struct {
 	// model's rate (percent).
 	IOCostVrateMin float64 `toml:"iocost_vrate_min"`
 	IOCostVrateMax float64 `toml:"iocost_vrate_max"`
-	// IOCostEtcdFeedback lets the latency guard's write rate loop set the
-	// ceiling of the kernel's vrate from etcd's own latency (iocost's QoS
-	// sees the device's completions, not etcd's fsyncs).
-	IOCostEtcdFeedback bool `toml:"iocost_etcd_feedback"`
 	// IOCostIOWeight is the stager's and rpm-ostreed's IOWeight= while
 	// iocost is on (instead of IOWeight); IOCostEtcdIOWeight is
 	// etcd.local_unit's.

@@ -18,8 +18,7 @@ type Live struct {
 	At time.Time `json:"at,omitzero"`
 	// Braking: the brake holds the units frozen now.
 	Braking bool `json:"braking"`
-	// Rate is the write rate loop's rate (bytes/s; under iocost with
-	// etcd's feedback the vrate ceiling follows it); 0: no loop.
+	// Rate is the write rate loop's rate (bytes/s); 0: no loop.
 	Rate uint64 `json:"rate_bytes_per_second,omitempty"`
 	// WALP99 is etcd's WAL fsync p99 over the guard's last sample and
 	// WALBaseline the baseline p99 it is judged against (0: unknown).

@@ -178,19 +178,6 @@ func (c Controller) Apply(plans []DiskPlan) error {
 	return nil
 }
 
-// SetQoS writes disk's io.cost.qos line in the window (the vrate ceiling
-// the guard moves); Apply recorded the original.
-func (c Controller) SetQoS(disk string, q QoS) error {
-	if err := q.Validate(); err != nil {
-		return fmt.Errorf("iocost QoS for %s: %w", disk, err)
-	}
-	dev, err := c.Dev(disk)
-	if err != nil {
-		return err
-	}
-	return c.write(c.qosFile(), q.Line(dev))
-}
-
 // Restore writes back what the record holds and removes it; no record is
 // nothing to do. Every disk is tried; the record stays when one failed. A
 // disk that is gone is skipped with a warning (nothing to restore on it).

@@ -22,7 +22,7 @@ func (m *Metrics) WatchPacing(r guard.LiveReader) {
 	m.Registry.MustRegister(liveCollector{r: r,
 		open:     d("staging_window_open", "1 while a staging window is open (the agent's staging or a paced foreign transaction), else 0."),
 		brake:    d("guard_brake_engaged", "While a guarded window is open: 1 while the latency guard's brake holds the staging units frozen, 0 when not."),
-		rate:     d("guard_write_rate_bytes_per_second", "While a window paced by the write rate loop is open: the loop's rate (under iocost with etcd's feedback, the rate the vrate ceiling follows)."),
+		rate:     d("guard_write_rate_bytes_per_second", "While a window paced by the write rate loop is open: the loop's rate."),
 		p99:      d("etcd_wal_fsync_p99_seconds", "While a guarded window is open: etcd's WAL fsync p99 over the guard's last sample."),
 		baseline: d("etcd_wal_fsync_p99_baseline_seconds", "While a guarded window is open: the baseline WAL fsync p99 the guard judges etcd against."),
 	})

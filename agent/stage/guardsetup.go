@@ -15,7 +15,7 @@ import (
 // closes its inputs (kept files, the kept connection to etcd) once it is
 // done. A foreign window has no staging unit: the brake freezes the daemon
 // alone.
-func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop, foreign bool, rep *Report, ceiling *ceilingWriter) (*guard.Guard, guard.Baseline, func()) {
+func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop, foreign bool, rep *Report) (*guard.Guard, guard.Baseline, func()) {
 	closeInputs := func() {}
 	if !s.o.Guard.Enabled {
 		return nil, nil, closeInputs
@@ -45,12 +45,7 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop, for
 		}
 		src, closeInputs = in, func() { _ = in.Close() }
 	}
-	switch {
-	case ceiling != nil && len(disks) > 0:
-		gopts.Rate = guard.RateOptions{Config: s.o.WriteRate, Set: ceiling.set, FreezeFactor: s.o.RateLoopFreezeFactor}
-		s.log.Info("latency guard: etcd's latency sets iocost's vrate ceiling through the write rate loop; freezing is the emergency brake",
-			"freeze_above_baseline_p99_x", gopts.BrakeFactor(), "rate_target_x", s.o.WriteRate.WithDefaults().Target)
-	case rateLoop && len(disks) > 0:
+	if rateLoop && len(disks) > 0 {
 		rw := &rateWriter{s: s, disks: disks, foreign: foreign}
 		gopts.Rate = guard.RateOptions{Config: s.o.WriteRate, Set: rw.set, FreezeFactor: s.o.RateLoopFreezeFactor}
 		s.log.Info("latency guard: the write rate paces staging; freezing is the emergency brake",

@@ -26,17 +26,12 @@ type IOCostOptions struct {
 	// IOWeight replaces Policy.IOWeight on the stager and the daemon;
 	// EtcdIOWeight goes on EtcdUnit (0: left alone).
 	IOWeight, EtcdIOWeight uint64
-	// EtcdFeedback: the guard's write rate loop sets each disk's vrate
-	// ceiling (io.cost.qos max) from etcd's latency (vrateCeiling).
-	EtcdFeedback bool
 }
 
 // IOCost is the controller's edge (iocost.Controller).
 type IOCost interface {
 	Available() error
 	Apply(plans []iocost.DiskPlan) error
-	// SetQoS changes a disk's QoS in the window (the vrate ceiling).
-	SetQoS(disk string, q iocost.QoS) error
 	Restore() error
 	// DiskID, Vrate and the learned set are for learning the model of a
 	// disk nobody gave one for (agent/iocost/learn.go).
@@ -98,7 +93,6 @@ type iocostWindow struct {
 	base  guard.Baseline
 	plans []iocost.DiskPlan
 	ids   map[string]string
-	tops  map[string]float64 // each disk's vrate bound (the ceiling's top)
 	// foreign: around somebody else's transaction, no staging unit.
 	foreign bool
 }
@@ -124,7 +118,7 @@ func (s *Stager) applyIOCost(ctx context.Context, j *journal, w *iocostWindow) e
 	q, why := iocost.DeriveQoS(t)
 	s.log.Info("iocost QoS for the staging window", "latency_target_us", q.WLat, "latency_source", why,
 		"percentile", q.WPct, "vrate_min", q.Min, "vrate_max", q.Max)
-	w.plans, w.ids, w.tops = s.iocostPlans(w.disks, q)
+	w.plans, w.ids = s.iocostPlans(w.disks, q)
 	j.IOCost = true
 	if err := s.saveJournal(j); err != nil {
 		return err

@@ -2,17 +2,14 @@ package stage
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/update-agent/update-agent/agent/atomicfile"
-	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/iocost"
 	"github.com/update-agent/update-agent/agent/systemd"
 )
@@ -162,100 +159,4 @@ func TestPacingSummary(t *testing.T) {
 			t.Errorf("pacingSummary(%v, %v, %v) = %q, want %q", c.mode, c.cost != nil, c.ordered, got, c.want)
 		}
 	}
-}
-
-func TestVrateCeiling(t *testing.T) {
-	m := iocost.Model{WBps: 20_000_000}
-	for _, c := range []struct {
-		rate   uint64
-		lo, hi float64
-		want   float64
-	}{
-		{4_000_000, 5, 1000, 20},   // the loop's start: a fifth of the model
-		{40_000_000, 5, 150, 150},  // above the window's bound
-		{500_000, 5, 150, 5},       // below it
-		{20_000_000, 5, 1000, 100}, // the model's own rate
-	} {
-		if got := vrateCeiling(c.rate, m, c.lo, c.hi); got != c.want {
-			t.Errorf("vrateCeiling(%d, %v-%v) = %v, want %v", c.rate, c.lo, c.hi, got, c.want)
-		}
-	}
-	if got := vrateCeiling(1, iocost.Model{}, 5, 150); got != 150 {
-		t.Errorf("no write rate in the model: %v, want the bound", got)
-	}
-}
-
-// With etcd feedback, the guard's rate loop moves the vrate ceiling
-// (io.cost.qos max): it starts at the loop's start rate on the disk's
-// model, and etcd over its promise lowers it; the rest of the QoS stays.
-func TestIOCostEtcdFeedbackSetsTheCeiling(t *testing.T) {
-	e := newEnv(t)
-	_, ioStat, window := e.learnEnv(t)
-	*window = 10 * time.Second
-	os.WriteFile(ioStat, []byte("252:16 cost.vrate=100.00\n"), 0o644)
-	e.opts.IOCost.EtcdFeedback = true
-	e.opts.WriteRate = guard.RateConfig{Min: 1_000_000} // below the start, as the rate loop's test
-	start := vrateCeiling(e.opts.WriteRate.WithDefaults().Start, iocost.Seed, 5, 1000)
-	// Every io.cost.qos line the window writes, in order (polling the file
-	// missed the first when the loop cut before the first read).
-	rec := &qosRecorder{IOCost: e.opts.iocostController()}
-	e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
-		for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && len(rec.lines()) < 3; time.Sleep(10 * time.Millisecond) {
-		}
-		return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
-	}
-	s, err := New(e.opts, Deps{Systemd: e.sys, Runner: e.ostree, Daemon: fakeDaemon{idle: false}, Scheduler: e.sched, Now: e.now, IOCost: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := s.Run(context.Background(), argv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := rec.lines()
-	first := fmt.Sprintf("252:16 enable=1 ctrl=user rpct=95.00 rlat=20800 wpct=95.00 wlat=20800 min=5.00 max=%.2f", start)
-	if len(seen) < 2 || seen[0] != first {
-		t.Fatalf("io.cost.qos in the window %q, want %q first, then lower ceilings", seen, first)
-	}
-	for _, q := range seen[1:] {
-		var max float64
-		if _, err := fmt.Sscanf(q[strings.Index(q, "max="):], "max=%f", &max); err != nil || max >= start || !strings.HasPrefix(q, "252:16 enable=1 ctrl=user rpct=95.00 rlat=20800") {
-			t.Errorf("io.cost.qos %q after etcd's latency rose: want the same QoS with max below %.2f", q, start)
-		}
-	}
-	if !strings.HasSuffix(rep.Pacing, "vrate ceiling from etcd's latency") {
-		t.Errorf("pacing %q", rep.Pacing)
-	}
-}
-
-// qosRecorder is the real controller, recording each QoS line it is
-// given in the window (Apply's, then SetQoS's).
-type qosRecorder struct {
-	IOCost
-	mu  sync.Mutex
-	got []string
-}
-
-func (r *qosRecorder) Apply(plans []iocost.DiskPlan) error {
-	r.mu.Lock()
-	for _, p := range plans {
-		r.got = append(r.got, p.QoS.Line("252:16"))
-	}
-	r.mu.Unlock()
-	return r.IOCost.Apply(plans)
-}
-
-func (r *qosRecorder) SetQoS(disk string, q iocost.QoS) error {
-	r.mu.Lock()
-	if len(r.got) == 0 || r.got[len(r.got)-1] != q.Line("252:16") {
-		r.got = append(r.got, q.Line("252:16"))
-	}
-	r.mu.Unlock()
-	return r.IOCost.SetQoS(disk, q)
-}
-
-func (r *qosRecorder) lines() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.got...)
 }

@@ -54,11 +54,7 @@ func (s *Stager) open(ctx context.Context, j *journal, rep *Report, foreign bool
 	useIOCost := len(costDisks) > 0
 	rep.IOCost = useIOCost
 	loop := writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, s.o.Guard.Enabled, ordersData, useIOCost) == rateLoop
-	var ceiling *ceilingWriter
-	if useIOCost && s.o.IOCost.EtcdFeedback {
-		ceiling = &ceilingWriter{s: s, w: w}
-	}
-	g, base, closeInputs := s.prepareGuard(ctx, rep.Disks, loop, foreign, rep, ceiling)
+	g, base, closeInputs := s.prepareGuard(ctx, rep.Disks, loop, foreign, rep)
 	w.closers = append(w.closers, closeInputs)
 	w.g, w.base = g, base
 	if ctx.Err() != nil {
@@ -74,9 +70,6 @@ func (s *Stager) open(ctx context.Context, j *journal, rep *Report, foreign bool
 	policy, err := s.setup(ctx, j, rep.Disks, mode, w.cost)
 	w.policy = policy
 	rep.Pacing = pacingSummary(mode, w.cost, ordersData)
-	if ceiling != nil && g != nil {
-		rep.Pacing += ", vrate ceiling from etcd's latency"
-	}
 	// Shown live (`status`, the metrics) until the window closes; the
 	// guard, if any, adds its brake and etcd's latency to it. Wall time,
 	// not s.now: status reads it against the wall clock, and the stager's

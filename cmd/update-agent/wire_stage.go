@@ -160,7 +160,6 @@ func iocostOptions(cfg *config.Config) stage.IOCostOptions {
 			VrateMin: s.IOCostVrateMin, VrateMax: s.IOCostVrateMax},
 		IOWeight:     uint64(s.IOCostIOWeight),
 		EtcdIOWeight: uint64(s.IOCostEtcdIOWeight),
-		EtcdFeedback: s.IOCostEtcdFeedback,
 	}
 }
 

@@ -254,11 +254,6 @@ func IOCostScenarios(d Disk) []Scenario {
 		// issue wants only the stager slowed: the same with etcd at its
 		// own weight.
 		{ID: "i-iocost-learn-mem8M-etcd100", Stager: Agent, AgentConfig: "[staging]\niocost = true\nmemory_high = \"8M\"\niocost_etcd_io_weight = 100\n"},
-		// etcd's own latency as the vrate ceiling (the rate loop's rate
-		// on the disk's model): the learned window met its device target
-		// at 3x the disk's rate with etcd x4 alone.
-		{ID: "i-iocost-learn-feedback", Stager: Agent, AgentConfig: "[staging]\niocost = true\niocost_etcd_feedback = true\n"},
-		{ID: "i-iocost-learn-mem8M-feedback", Stager: Agent, AgentConfig: "[staging]\niocost = true\niocost_etcd_feedback = true\nmemory_high = \"8M\"\n"},
 		{ID: "i-iocost-model-over4x", Stager: Agent, AgentConfig: scaled(4)},
 		{ID: "i-iocost-model-under4x", Stager: Agent, AgentConfig: scaled(0.25)},
 		// The issue harness's 20 ms target instead of the one derived from
