@@ -229,3 +229,18 @@ func (s *systemdCgroups) Close() {
 		s.conn = nil
 	}
 }
+
+// triggerCgroup is the cgroup directory the trigger reads (doctor's
+// companion line), found as the daemon finds it.
+func triggerCgroup(ctx context.Context, root string) (string, error) {
+	s := &systemdCgroups{}
+	defer s.Close()
+	cg, err := s.UnitCgroup(ctx, rpmOstreeDaemon)
+	if err != nil {
+		return "", err
+	}
+	if cg == "" {
+		return "", errors.New("systemd has no cgroup for it")
+	}
+	return filepath.Join(rooted(root, "/sys/fs/cgroup"), cg), nil
+}
