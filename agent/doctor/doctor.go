@@ -189,6 +189,10 @@ type Doctor struct {
 	// etcd member (nil: a worker; an error: a member, or it cannot tell):
 	// the daemon refuses to run so beside one.
 	LockOff func(ctx context.Context) error
+	// CompanionTrigger, when set, is the cgroup directory companion
+	// mode's trigger reads (the daemon unit's, from systemd): said on the
+	// companion line.
+	CompanionTrigger func(ctx context.Context) (string, error)
 	// DialFleetLock connects to a FleetLock server's host:port (the
 	// local member's line); nil: not tried.
 	DialFleetLock func(ctx context.Context, addr string) error

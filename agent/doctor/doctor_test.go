@@ -253,6 +253,16 @@ func TestReport(t *testing.T) {
 				"ok    origin         ostree ref",
 				"ok    companion mode on (staging.pace_foreign = true, updates.enabled = false)",
 				"update driver Zincati (zincati.service); now running: Deploy (client :1.42), paced"}},
+		{"companion mode, the trigger's cgroup", func(d *Doctor) {
+			d.In.UpdatesDisabled, d.In.PaceForeign = true, true
+			d.CompanionTrigger = func(context.Context) (string, error) {
+				return "/sys/fs/cgroup/custom.slice/rpm-ostreed.service", nil
+			}
+		}, []string{"the trigger watches /sys/fs/cgroup/custom.slice/rpm-ostreed.service (its memory.stat every 250 ms); rpm-ostree is idle"}},
+		{"companion mode, no cgroup for the trigger", func(d *Doctor) {
+			d.In.UpdatesDisabled, d.In.PaceForeign, d.In.DaemonUnit = true, true, "rpm-ostreed.service"
+			d.CompanionTrigger = func(context.Context) (string, error) { return "", errors.New("unit not loaded") }
+		}, []string{"ok    companion mode on", "the trigger is off (rpm-ostreed.service's cgroup not found: unit not loaded): rpm-ostree status every 5 s alone finds transactions"}},
 		{"companion mode, a finalization", func(d *Doctor) {
 			d.In.UpdatesDisabled, d.In.PaceForeign = true, true
 			d.OS = fakeOS{txn: &rpmostree.Transaction{Method: "FinalizeDeployment", Sender: ":1.42"}}

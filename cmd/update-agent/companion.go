@@ -49,7 +49,7 @@ type transactionReader interface {
 
 // triggerReader samples rpm-ostreed's cgroup (*cgroupTrigger).
 type triggerReader interface {
-	Sample() (triggerSample, error)
+	Sample(ctx context.Context) (triggerSample, error)
 	String() string
 }
 
@@ -149,7 +149,7 @@ func (c *companion) run(ctx context.Context) {
 			return
 		case <-t.Chan():
 		case <-trigC:
-			cur, err := c.trigger.Sample()
+			cur, err := c.trigger.Sample(ctx)
 			if err != nil {
 				if !trigErr {
 					c.log.Warn("companion mode: the trigger is unreadable; the poll alone finds transactions", "err", err)

@@ -175,9 +175,9 @@ func TestWireCompanion(t *testing.T) {
 			t.Errorf("pace_foreign %v, updates %v: companion %v", c.pace, c.updates, a.companion != nil)
 		}
 		if a.companion != nil {
-			want := filepath.Join(root, "sys/fs/cgroup/system.slice/rpm-ostreed.service/memory.stat")
-			if a.companion.trigger == nil || a.companion.trigger.String() != want {
-				t.Errorf("companion's trigger %v, want rpm-ostreed's memory.stat under --root (%s)", a.companion.trigger, want)
+			want := filepath.Join(root, "sys/fs/cgroup")
+			if tr, ok := a.companion.trigger.(*cgroupTrigger); !ok || tr.root != want || tr.unit != "rpm-ostreed.service" {
+				t.Errorf("companion's trigger %#v, want rpm-ostreed.service's cgroup under --root (%s)", a.companion.trigger, want)
 			}
 		}
 		a.close()

@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 )
@@ -36,45 +40,213 @@ func TestTriggerWriting(t *testing.T) {
 	}
 }
 
+func TestTriggerRelocate(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		asked, reading bool
+		since          time.Duration
+		want           bool
+	}{
+		{"first sample", false, false, 0, true},
+		{"reading: the kept file, no ask", true, true, time.Hour, false},
+		{"not readable, asked just now", true, false, time.Second, false},
+		{"not readable for a relook", true, false, 5 * time.Second, true},
+	} {
+		if got := triggerRelocate(c.asked, c.reading, c.since, 5*time.Second); got != c.want {
+			t.Errorf("%s: triggerRelocate(%v, %v, %v) = %v, want %v", c.name, c.asked, c.reading, c.since, got, c.want)
+		}
+	}
+}
+
+// fakeCgroups is systemd: the unit's cgroup, relative to the cgroup2 root.
+type fakeCgroups struct {
+	cg    string
+	err   error
+	asked int
+}
+
+func (f *fakeCgroups) UnitCgroup(_ context.Context, unit string) (string, error) {
+	f.asked++
+	return f.cg, f.err
+}
+
+// testTrigger is a trigger over a fake cgroup2 mount, its clock fake.
+func testTrigger(t *testing.T, sys *fakeCgroups, logs io.Writer) (*cgroupTrigger, string, *clockwork.FakeClock) {
+	root := t.TempDir()
+	clk := clockwork.NewFakeClock()
+	tr := newCgroupTrigger(root, "rpm-ostreed.service", sys, slog.New(slog.NewTextHandler(logs, nil)))
+	tr.clock = clk
+	t.Cleanup(tr.Close)
+	return tr, root, clk
+}
+
+// writeStat makes dir a cgroup with memory.stat showing pending bytes
+// dirty. The lines of the kernel's
+// Documentation/admin-guide/cgroup-v2.rst, memory.stat (file_dirty,
+// file_writeback among the others).
+func writeStat(t *testing.T, dir string, pending int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stat := fmt.Sprintf("anon 4096\nfile 20000\nfile_mapped 100\nfile_dirty %d\nfile_writeback 500\nshmem 0\n", pending-500)
+	if err := os.WriteFile(filepath.Join(dir, "memory.stat"), []byte(stat), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The reader over a cgroup directory: absent is idle, memory.stat's dirty
 // and writeback lines are summed, and a cgroup without memory.stat (the
 // memory controller off) is an error, not an idle daemon.
 func TestCgroupTrigger(t *testing.T) {
-	root := t.TempDir()
+	sys := &fakeCgroups{cg: "/system.slice/rpm-ostreed.service"}
+	tr, root, _ := testTrigger(t, sys, io.Discard)
 	dir := filepath.Join(root, "system.slice", "rpm-ostreed.service")
-	tr := newCgroupTrigger(dir)
-	defer tr.Close()
-	if s, err := tr.Sample(); err != nil || s.Present {
+	if s, err := tr.Sample(t.Context()); err != nil || s.Present {
 		t.Fatalf("no cgroup: %+v, %v; want absent", s, err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tr.Sample(); err == nil {
+	if _, err := tr.Sample(t.Context()); err == nil {
 		t.Error("a cgroup without memory.stat read as a sample")
 	}
-	// The lines of the kernel's Documentation/admin-guide/cgroup-v2.rst,
-	// memory.stat (file_dirty, file_writeback among the others).
-	stat := "anon 4096\nfile 20000\nfile_mapped 100\nfile_dirty 3000\nfile_writeback 500\nshmem 0\n"
-	if err := os.WriteFile(filepath.Join(dir, "memory.stat"), []byte(stat), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if s, err := tr.Sample(); err != nil || s != (triggerSample{Present: true, Pending: 3500}) {
+	writeStat(t, dir, 3500)
+	if s, err := tr.Sample(t.Context()); err != nil || s != (triggerSample{Present: true, Pending: 3500}) {
 		t.Errorf("sample %+v, %v; want present, 3500 pending", s, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "memory.stat"), []byte("anon 1\nfile_dirty 3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tr.Close() // a regular file rewritten is read again only once reopened
-	if _, err := tr.Sample(); err == nil {
+	tr.stat.Close() // a regular file rewritten is read again only once reopened
+	if _, err := tr.Sample(t.Context()); err == nil {
 		t.Error("memory.stat without file_writeback read as a sample")
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	tr.Close()
-	if s, err := tr.Sample(); err != nil || s.Present {
+	tr.stat.Close()
+	if s, err := tr.Sample(t.Context()); err != nil || s.Present {
 		t.Errorf("cgroup removed: %+v, %v; want absent", s, err)
+	}
+}
+
+// The cgroup is systemd's, not a fixed path: a unit moved by a drop-in
+// Slice= is watched where it runs, and said once.
+func TestCgroupTriggerWatchesTheUnitsCgroup(t *testing.T) {
+	sys := &fakeCgroups{cg: "/custom.slice/rpm-ostreed.service"}
+	var logs syncBuffer
+	tr, root, clk := testTrigger(t, sys, &logs)
+	writeStat(t, filepath.Join(root, "system.slice", "rpm-ostreed.service"), 1<<20) // not this one
+	dir := filepath.Join(root, "custom.slice", "rpm-ostreed.service")
+	writeStat(t, dir, 3<<20)
+	for range 3 {
+		s, err := tr.Sample(t.Context())
+		if err != nil || s != (triggerSample{Present: true, Pending: 3 << 20}) {
+			t.Fatalf("sample %+v, %v; want custom.slice's 3 MiB", s, err)
+		}
+		clk.Advance(time.Minute)
+	}
+	if sys.asked != 1 {
+		t.Errorf("systemd asked %d times while the cgroup reads, want once", sys.asked)
+	}
+	if want := filepath.Join(dir, "memory.stat"); tr.String() != want {
+		t.Errorf("trigger file %s, want %s", tr, want)
+	}
+	if n := strings.Count(logs.String(), "companion trigger watching"); n != 1 || !strings.Contains(logs.String(), "cgroup="+dir) {
+		t.Errorf("watching said %d times, want once with cgroup=%s:\n%s", n, dir, logs.String())
+	}
+}
+
+// rpm-ostreed restarted into another cgroup (a Slice= drop-in and a
+// daemon-reload while it was idle): once the old cgroup is gone the
+// trigger asks systemd again, at most once a relook, and follows it.
+func TestCgroupTriggerFollowsTheDaemonToANewCgroup(t *testing.T) {
+	sys := &fakeCgroups{cg: "/system.slice/rpm-ostreed.service"}
+	var logs syncBuffer
+	tr, root, clk := testTrigger(t, sys, &logs)
+	old := filepath.Join(root, "system.slice", "rpm-ostreed.service")
+	writeStat(t, old, 1<<20)
+	if s, err := tr.Sample(t.Context()); err != nil || s.Pending != 1<<20 {
+		t.Fatalf("sample %+v, %v; want system.slice's 1 MiB", s, err)
+	}
+	// The daemon exits (its cgroup goes) and starts in custom.slice.
+	if err := os.RemoveAll(old); err != nil {
+		t.Fatal(err)
+	}
+	tr.stat.Close() // the kernel fails a removed cgroup's reads (ENODEV); a regular file still reads
+	sys.cg = "/custom.slice/rpm-ostreed.service"
+	writeStat(t, filepath.Join(root, "custom.slice", "rpm-ostreed.service"), 4<<20)
+	clk.Advance(triggerRelook) // since the last ask
+	if s, err := tr.Sample(t.Context()); err != nil || s.Present {
+		t.Fatalf("old cgroup gone: %+v, %v; want absent (not asked again yet: it read)", s, err)
+	}
+	if s, err := tr.Sample(t.Context()); err != nil || s.Pending != 4<<20 {
+		t.Fatalf("after the old cgroup went: %+v, %v; want custom.slice's 4 MiB", s, err)
+	}
+	if sys.asked != 2 {
+		t.Errorf("systemd asked %d times, want twice", sys.asked)
+	}
+	if n := strings.Count(logs.String(), "companion trigger watching"); n != 2 {
+		t.Errorf("watching said %d times, want once per cgroup:\n%s", n, logs.String())
+	}
+}
+
+// systemd unreachable or without the unit: a warning naming it, once,
+// the trigger idle, systemd asked again once a relook; found later, read.
+func TestCgroupTriggerWithoutTheUnit(t *testing.T) {
+	sys := &fakeCgroups{err: errors.New("unit not loaded")}
+	var logs syncBuffer
+	tr, root, clk := testTrigger(t, sys, &logs)
+	writeStat(t, filepath.Join(root, "system.slice", "rpm-ostreed.service"), 8<<20)
+	for range 10 {
+		if s, err := tr.Sample(t.Context()); err != nil || s.Present {
+			t.Fatalf("unit not found: %+v, %v; want absent", s, err)
+		}
+		clk.Advance(triggerRelook / 4)
+	}
+	if sys.asked < 2 || sys.asked > 3 {
+		t.Errorf("systemd asked %d times over 2.5 relooks, want 2 or 3", sys.asked)
+	}
+	if n := strings.Count(logs.String(), "cannot find the unit's cgroup"); n != 1 || !strings.Contains(logs.String(), "unit=rpm-ostreed.service") {
+		t.Errorf("warned %d times, want once naming the unit:\n%s", n, logs.String())
+	}
+	sys.err, sys.cg = nil, "/system.slice/rpm-ostreed.service"
+	clk.Advance(triggerRelook)
+	if s, err := tr.Sample(t.Context()); err != nil || s.Pending != 8<<20 {
+		t.Errorf("found later: %+v, %v; want 8 MiB", s, err)
+	}
+}
+
+// One read and parse of the kept-open memory.stat: what the idle agent
+// pays four times a second.
+func BenchmarkTriggerSample(b *testing.B) {
+	root := b.TempDir()
+	dir := filepath.Join(root, "system.slice", "rpm-ostreed.service")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	// A memory.stat of cgroup v2's full length (about 40 lines).
+	var stat strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&stat, "key_%d %d\n", i, i*4096)
+	}
+	stat.WriteString("file_dirty 4096\nfile_writeback 0\n")
+	for i := range 20 {
+		fmt.Fprintf(&stat, "more_%d %d\n", i, i*4096)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "memory.stat"), []byte(stat.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	tr := newCgroupTrigger(root, "rpm-ostreed.service", &fakeCgroups{cg: "/system.slice/rpm-ostreed.service"},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer tr.Close()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if s, err := tr.Sample(ctx); err != nil || !s.Present {
+			b.Fatal(s, err)
+		}
 	}
 }
 
@@ -87,7 +259,7 @@ type fakeTrigger struct {
 	reads   int
 }
 
-func (f *fakeTrigger) Sample() (triggerSample, error) {
+func (f *fakeTrigger) Sample(context.Context) (triggerSample, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads++

@@ -104,6 +104,7 @@ func runDoctor(env *cmdEnv, args []string) error {
 		return err
 	}
 	d.Gates = chk
+	d.CompanionTrigger = func(ctx context.Context) (string, error) { return triggerCgroup(ctx, *root) }
 	d.Backend = func(ctx context.Context) (string, error) { return describeBackend(ctx, cfg, log) }
 	d.Owners = func(ctx context.Context) (string, error) { return describeOwners(ctx, cfg) }
 	d.In.SourceFile = src.File("updates.source")

@@ -127,7 +127,7 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 	}
 	if companionMode(cfg) {
 		a.companion = &companion{status: client, pacer: a.stager, every: companionPoll, log: a.log, done: a.stager.Done,
-			trigger: newCgroupTrigger(filepath.Join(rooted(root, "/sys/fs/cgroup"), rpmOstreedCgroup))}
+			trigger: newCgroupTrigger(rooted(root, "/sys/fs/cgroup"), rpmOstreeDaemon, &systemdCgroups{}, a.log)}
 	}
 	if err := a.wireBackend(client); err != nil {
 		return nil, err
