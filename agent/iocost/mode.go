@@ -1,6 +1,9 @@
 package iocost
 
-import "slices"
+import (
+	"slices"
+	"strconv"
+)
 
 // Mode is staging.iocost: which staging disks a window puts iocost on.
 // The stager and doctor decide it with the same functions (Disks,
@@ -92,4 +95,13 @@ func MemoryAllowance(configured uint64, auto, iocostOn, ordersData bool) (uint64
 		return MemoryDefault, "no iocost"
 	}
 	return MemoryDefault, "no iocost, journal does not order data"
+}
+
+// FormatMemory writes a page cache bound as staging.memory_high does
+// ("8M"), in bytes where it is not whole MiB.
+func FormatMemory(b uint64) string {
+	if b%(1<<20) == 0 {
+		return strconv.FormatUint(b>>20, 10) + "M"
+	}
+	return strconv.FormatUint(b, 10)
 }

@@ -69,3 +69,11 @@ func TestMemoryAllowance(t *testing.T) {
 		}
 	}
 }
+
+func TestFormatMemory(t *testing.T) {
+	for b, want := range map[uint64]string{8 << 20: "8M", 32 << 20: "32M", 1536 << 20: "1536M", 1000: "1000"} {
+		if got := FormatMemory(b); got != want {
+			t.Errorf("FormatMemory(%d) = %q, want %q", b, got, want)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package stage
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 
@@ -118,21 +117,12 @@ func (s *Stager) choosePacing(costDisks []string, ordersData bool) uint64 {
 	}
 	memory := "none"
 	if mem > 0 {
-		memory = formatMiB(mem)
+		memory = iocost.FormatMemory(mem)
 	}
 	s.log.Info("pacing chosen", "iocost", s.o.IOCost.Mode.String(),
 		"iocost_as", iocost.Effective(s.o.IOCost.Mode, ordersData).String(), "journal_orders_data", ordersData,
 		"pacing", how, "memory_high", memory, "memory_high_why", why)
 	return mem
-}
-
-// formatMiB writes a page cache bound as the configuration does ("8M"),
-// in bytes where it is not whole MiB.
-func formatMiB(b uint64) string {
-	if b%(1<<20) == 0 {
-		return strconv.FormatUint(b>>20, 10) + "M"
-	}
-	return strconv.FormatUint(b, 10)
 }
 
 // pace starts the guard and the memory pacer on the open window (unit:
