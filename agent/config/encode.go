@@ -113,7 +113,7 @@ func tomlValue(v reflect.Value) (string, error) {
 			x = float64(t)
 		}
 	case IOCostMode:
-		if t == IOCostWithModel {
+		if t == IOCostWithModel || t == IOCostAuto {
 			x = t.String()
 		} else {
 			x = t == IOCostOn

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/update-agent/update-agent/agent/iocost"
 )
 
 // Duration is a time.Duration written in TOML as a string such as "15m" or
@@ -54,16 +56,24 @@ func (d Duration) String() string {
 
 // MemorySize is a byte count in systemd's memory syntax: a number with an
 // optional K, M, G or T suffix, base 1024 (as MemoryHigh= takes it), or
-// "infinity" for no limit. Zero means no limit.
+// "infinity" for no limit. Zero means no limit; MemorySizeAuto (written
+// "auto") a bound each window chooses (iocost.MemoryAllowance).
 type MemorySize uint64
+
+// MemorySizeAuto is "auto": the window's pacing chooses the bound.
+const MemorySizeAuto = MemorySize(^uint64(0))
 
 func (m *MemorySize) UnmarshalTOML(v any) error {
 	s, ok := v.(string)
 	if !ok {
-		return fmt.Errorf("must be a size string like \"256M\" or \"infinity\", got %s", tomlTypeName(v))
+		return fmt.Errorf("must be a size string like \"256M\", \"auto\" or \"infinity\", got %s", tomlTypeName(v))
 	}
 	if s == "infinity" || s == "" {
 		*m = 0
+		return nil
+	}
+	if s == "auto" {
+		*m = MemorySizeAuto
 		return nil
 	}
 	n, err := parseSize(s, 1024)
@@ -78,8 +88,11 @@ func (m *MemorySize) UnmarshalTOML(v any) error {
 }
 
 func (m MemorySize) String() string {
-	if m == 0 {
+	switch m {
+	case 0:
 		return "infinity"
+	case MemorySizeAuto:
+		return "auto"
 	}
 	return formatSize(uint64(m), 1024)
 }
@@ -228,16 +241,34 @@ func tomlTypeName(v any) string {
 }
 
 // IOCostMode is staging.iocost: true (iocost on every staging disk, the
-// model learned on the disk where iocost_models gives none), false, or
+// model learned on the disk where iocost_models gives none), false,
 // "with-model" (only on the disks iocost_models gives a model for; the
-// write rate loop where it names none).
+// write rate loop where it names none) or "auto" (true where the staging
+// paths' journal orders data, "with-model" elsewhere: iocost.Mode).
 type IOCostMode uint8
 
 const (
 	IOCostOff IOCostMode = iota
 	IOCostOn
 	IOCostWithModel
+	IOCostAuto
 )
+
+// iocostModes is what staging.iocost accepts, for its errors.
+const iocostModes = `true, false, "with-model" or "auto"`
+
+// Mode is the mode as the stager and doctor decide with it.
+func (m IOCostMode) Mode() iocost.Mode {
+	switch m {
+	case IOCostOn:
+		return iocost.On
+	case IOCostWithModel:
+		return iocost.WithModel
+	case IOCostAuto:
+		return iocost.Auto
+	}
+	return iocost.Off
+}
 
 func (m *IOCostMode) UnmarshalTOML(v any) error {
 	switch x := v.(type) {
@@ -248,21 +279,17 @@ func (m *IOCostMode) UnmarshalTOML(v any) error {
 		}
 		return nil
 	case string:
-		if x == "with-model" {
+		switch x {
+		case "with-model":
 			*m = IOCostWithModel
 			return nil
+		case "auto":
+			*m = IOCostAuto
+			return nil
 		}
-		return fmt.Errorf("must be true, false or \"with-model\", got %q", x)
+		return fmt.Errorf("must be %s, got %q", iocostModes, x)
 	}
-	return fmt.Errorf("must be true, false or \"with-model\", got %s", tomlTypeName(v))
+	return fmt.Errorf("must be %s, got %s", iocostModes, tomlTypeName(v))
 }
 
-func (m IOCostMode) String() string {
-	switch m {
-	case IOCostOn:
-		return "true"
-	case IOCostWithModel:
-		return "with-model"
-	}
-	return "false"
-}
+func (m IOCostMode) String() string { return m.Mode().String() }

@@ -41,7 +41,7 @@ func TestDuration(t *testing.T) {
 func TestSizes(t *testing.T) {
 	mem := map[string]MemorySize{
 		"256M": 256 << 20, "1G": 1 << 30, "1.5G": 3 << 29, "4096": 4096, "4096B": 4096,
-		"2T": 2 << 40, "64K": 64 << 10, "infinity": 0, "": 0,
+		"2T": 2 << 40, "64K": 64 << 10, "infinity": 0, "": 0, "auto": MemorySizeAuto,
 	}
 	for in, want := range mem {
 		var m MemorySize
@@ -67,7 +67,7 @@ func TestSizes(t *testing.T) {
 		}
 	}
 	// Formatting picks the largest exact suffix, so values round-trip.
-	for m, want := range map[MemorySize]string{256 << 20: "256M", 1536 << 20: "1536M", 1000: "1000", 0: "infinity", 3 << 30: "3G"} {
+	for m, want := range map[MemorySize]string{256 << 20: "256M", 1536 << 20: "1536M", 1000: "1000", 0: "infinity", 3 << 30: "3G", MemorySizeAuto: "auto"} {
 		if got := m.String(); got != want {
 			t.Errorf("MemorySize(%d) = %q, want %q", m, got, want)
 		}
@@ -107,7 +107,7 @@ func TestIOClassNumber(t *testing.T) {
 }
 
 func TestIOCostMode(t *testing.T) {
-	for v, want := range map[any]IOCostMode{true: IOCostOn, false: IOCostOff, "with-model": IOCostWithModel} {
+	for v, want := range map[any]IOCostMode{true: IOCostOn, false: IOCostOff, "with-model": IOCostWithModel, "auto": IOCostAuto} {
 		var m IOCostMode
 		if err := m.UnmarshalTOML(v); err != nil || m != want {
 			t.Errorf("%v: %v, %v; want %v", v, m, err, want)

@@ -134,12 +134,15 @@ type Inputs struct {
 	ServeLocalMember     bool
 	ServeLocalMemberFile string
 	Zincati              ZincatiReboots
-	// IOCost is staging.iocost as written ("true", "false",
-	// "with-model"); IOCostModels staging.iocost_models by disk;
-	// EtcdIOLatencyTarget staging.etcd_io_latency_target.
-	IOCost              string
+	// IOCost is staging.iocost; IOCostModels staging.iocost_models by
+	// disk; EtcdIOLatencyTarget staging.etcd_io_latency_target.
+	IOCost              iocost.Mode
 	IOCostModels        map[string]iocost.Model
 	EtcdIOLatencyTarget time.Duration
+	// MemoryHigh is staging.memory_high's fixed bound in bytes (0: none),
+	// MemoryHighAuto its "auto" (each window's choice).
+	MemoryHigh     uint64
+	MemoryHighAuto bool
 	// WriteRateAuto and WriteBandwidthMax are
 	// staging.io_write_bandwidth_max: "auto", or a fixed rate in bytes
 	// per second (0: no cap).

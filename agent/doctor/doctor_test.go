@@ -138,7 +138,7 @@ func good() Doctor {
 	return Doctor{
 		In: Inputs{Endpoints: []string{"https://10.0.0.11:2379"}, MaxLag: 1000, LockEnabled: true, LockGroup: "control-plane",
 			LockSlots: 1, GuardEnabled: true, MetricsURL: "http://127.0.0.1:2381/metrics", LocalUnit: "etcd.service",
-			StagingPaths: []string{"/sysroot", "/var/lib/etcd"}, Scheduler: "bfq", DriverName: "update-agent", IOCost: "true",
+			StagingPaths: []string{"/sysroot", "/var/lib/etcd"}, Scheduler: "bfq", DriverName: "update-agent", IOCost: iocost.On,
 			WriteRateAuto: true, StagingUnit: "update-agent-staging.service", DaemonUnit: "rpm-ostreed.service",
 			IOWeight: 10, IOCostIOWeight: 1, IOCostEtcdIOWeight: 10000},
 		Etcd: fakeEtcd{health: healthy(), match: etcdmember.Match{Found: true,
@@ -287,15 +287,15 @@ func TestReport(t *testing.T) {
 		{"iocost never set up on the disk", func(d *Doctor) { d.IO = fakeIO{latency: true} },
 			[]string{"ok    io control     iocost: yes, used while staging; io.latency: yes; vda: qos never set up (off); model the kernel's auto model"}},
 		{"iocost with a model for the disk", func(d *Doctor) {
-			d.In.IOCost, d.In.IOCostModels = "with-model", map[string]iocost.Model{"vdb": {}, "vda": {}}
+			d.In.IOCost, d.In.IOCostModels = iocost.WithModel, map[string]iocost.Model{"vdb": {}, "vda": {}}
 		},
 			[]string{"ok    io control     iocost: yes, used while staging on vda (a model in staging.iocost_models); io.latency: no; vda: qos",
 				"FAIL  iocost models  staging.iocost_models: vdb is not a staging disk (staging.paths are on vda)"}},
-		{"iocost with no model for the disk", func(d *Doctor) { d.In.IOCost, d.In.IOCostModels = "with-model", map[string]iocost.Model{"vdb": {}} },
+		{"iocost with no model for the disk", func(d *Doctor) { d.In.IOCost, d.In.IOCostModels = iocost.WithModel, map[string]iocost.Model{"vdb": {}} },
 			[]string{`ok    io control     iocost: yes, not used (staging.iocost = "with-model" and staging.iocost_models has no model for vda): the write rate loop paces staging; io.latency: no; vda: qos`,
 				`ok    pacing vda     the write-rate loop (staging.io_write_bandwidth_max = "auto"); not iocost: no model for vda in staging.iocost_models`,
 				"FAIL  iocost models  staging.iocost_models: vdb is not a staging disk (staging.paths are on vda)"}},
-		{"iocost off", func(d *Doctor) { d.In.IOCost = "false" },
+		{"iocost off", func(d *Doctor) { d.In.IOCost = iocost.Off },
 			[]string{"ok    io control     iocost: yes, not used (staging.iocost = false); io.latency: no; vda: qos"}},
 		{"an io.latency target without io.latency", func(d *Doctor) { d.In.EtcdIOLatencyTarget = 25 * time.Millisecond },
 			[]string{"FAIL  io control     staging.etcd_io_latency_target is set but the kernel has no io.latency"}},
@@ -325,7 +325,7 @@ func TestReport(t *testing.T) {
 					t.Errorf("report lacks %q:\n%s", w, out)
 				}
 			}
-			checks := 15 // one pacing line (fakeDisks has one disk), and io weights
+			checks := 16 // one pacing line (fakeDisks has one disk), page cache and io weights
 			if d.Backend != nil {
 				checks++
 			}

@@ -43,19 +43,22 @@ func (d Doctor) ioControl(context.Context) (string, error) {
 			return "", err
 		}
 	}
-	used := d.iocostDisks(disks)
+	ordered, _ := d.orderedFilesystems(disks)
+	ordersData := len(ordered) > 0
+	used := iocost.Disks(d.In.IOCost, disks, d.In.IOCostModels, ordersData)
+	withModel := iocost.Effective(d.In.IOCost, ordersData) == iocost.WithModel
 	var parts []string
 	costErr := d.IO.IOCost()
 	switch err := costErr; {
-	case err == nil && len(used) > 0 && d.In.IOCost == "with-model":
+	case err == nil && len(used) > 0 && withModel:
 		parts = append(parts, fmt.Sprintf("iocost: yes, used while staging on %s (a model in staging.iocost_models)", strings.Join(used, ", ")))
 	case err == nil && len(used) > 0:
 		parts = append(parts, "iocost: yes, used while staging")
-	case err == nil && d.In.IOCost == "with-model":
-		parts = append(parts, fmt.Sprintf("iocost: yes, not used (staging.iocost = \"with-model\" and staging.iocost_models has no model for %s): the write rate loop paces staging",
-			orNone(disks)))
+	case err == nil && withModel:
+		parts = append(parts, fmt.Sprintf("iocost: yes, not used (%s and staging.iocost_models has no model for %s): the write rate loop paces staging",
+			d.modeSaid(ordersData), orNone(disks)))
 	case err == nil:
-		parts = append(parts, fmt.Sprintf("iocost: yes, not used (staging.iocost = %s)", d.In.IOCost))
+		parts = append(parts, fmt.Sprintf("iocost: yes, not used (%s)", d.modeSaid(ordersData)))
 	case len(used) > 0:
 		parts = append(parts, fmt.Sprintf("iocost: no (%v): the write rate loop paces staging", err))
 	default:
@@ -90,16 +93,42 @@ func (d Doctor) ioControl(context.Context) (string, error) {
 	return strings.Join(parts, "; "), nil
 }
 
-// iocostDisks are the staging disks iocost goes on while staging, as the
-// stager picks them (agent/stage).
-func (d Doctor) iocostDisks(disks []string) []string {
-	switch d.In.IOCost {
-	case "true":
-		return disks
-	case "with-model":
-		return iocost.Modelled(disks, d.In.IOCostModels)
+// modeSaid is staging.iocost as written, and what "auto" behaves as on
+// the staging paths' journal (iocost.Effective).
+func (d Doctor) modeSaid(ordersData bool) string {
+	said := "staging.iocost = " + quoteMode(d.In.IOCost)
+	if d.In.IOCost != iocost.Auto {
+		return said
 	}
-	return nil
+	if ordersData {
+		return said + " (as true: the journal orders data)"
+	}
+	return said + ` (as "with-model": the journal does not order data)`
+}
+
+// quoteMode writes a mode as TOML does: strings quoted.
+func quoteMode(m iocost.Mode) string {
+	if m == iocost.On || m == iocost.Off {
+		return m.String()
+	}
+	return `"` + m.String() + `"`
+}
+
+// orderedFilesystems describes the staging paths whose journal orders
+// data (none without staging disks); the stager reads the same table and
+// counts an unreadable one as ordering nothing.
+func (d Doctor) orderedFilesystems(disks []string) ([]string, error) {
+	if len(disks) == 0 || d.Disks == nil {
+		return nil, nil
+	}
+	fss, err := d.Disks.Filesystems(d.In.StagingPaths)
+	var ordered []string
+	for _, f := range fss {
+		if f.OrdersData() {
+			ordered = append(ordered, f.String())
+		}
+	}
+	return ordered, err
 }
 
 func orNone(disks []string) string {

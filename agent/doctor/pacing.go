@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/update-agent/update-agent/agent/iocost"
 	"github.com/update-agent/update-agent/agent/iosched"
 )
 
@@ -69,13 +70,20 @@ type window struct {
 	ordered []string // staging paths whose journal orders data, described
 	fsErr   error    // the file systems could not be read
 	rate    rateMode
+	// memory is the page cache bound (0: none) and why
+	// (iocost.MemoryAllowance).
+	memory    uint64
+	memoryWhy string
 }
 
 // stagingWindow reads the window as agent/stage decides it
-// (Stager.Run): iocost on the modelled (or every) disk where the kernel
-// has it, and one write-cap mode for the others.
+// (Stager.open): iocost on the disks staging.iocost picks for the journal
+// (iocost.Disks) where the kernel has it, one write-cap mode for the
+// others, and the page cache bound (iocost.MemoryAllowance).
 func (d Doctor) stagingWindow(disks []string) window {
-	w := window{disks: disks, cost: d.iocostDisks(disks)}
+	w := window{disks: disks}
+	w.ordered, w.fsErr = d.orderedFilesystems(disks)
+	w.cost = iocost.Disks(d.In.IOCost, disks, d.In.IOCostModels, len(w.ordered) > 0)
 	if len(w.cost) > 0 {
 		err := errors.New("not read")
 		if d.IO != nil {
@@ -85,26 +93,29 @@ func (d Doctor) stagingWindow(disks []string) window {
 			w.cost, w.costErr = nil, err
 		}
 	}
-	if len(disks) > 0 {
-		// The stager reads the same table and counts an unreadable one as
-		// ordering nothing.
-		fss, err := d.Disks.Filesystems(d.In.StagingPaths)
-		w.fsErr = err
-		for _, f := range fss {
-			if f.OrdersData() {
-				w.ordered = append(w.ordered, f.String())
-			}
-		}
-	}
 	w.rate = iosched.WriteCapMode(d.In.WriteRateAuto, d.In.WriteBandwidthMax, d.In.GuardEnabled, len(w.ordered) > 0, len(w.cost) > 0)
+	w.memory, w.memoryWhy = iocost.MemoryAllowance(d.In.MemoryHigh, d.In.MemoryHighAuto, len(w.cost) > 0, len(w.ordered) > 0)
 	return w
+}
+
+// pageCache is the window's page cache bound on the stager and
+// rpm-ostreed, and why, as the stager's "pacing chosen" line says it.
+func (d Doctor) pageCache(w window) Result {
+	if w.memory == 0 {
+		return Result{Check: "page cache", OK: true, Detail: "no bound: " + w.memoryWhy}
+	}
+	detail := "bound " + iocost.FormatMemory(w.memory) + ": " + w.memoryWhy
+	if d.In.MemoryHighAuto {
+		detail += ` (staging.memory_high = "auto")`
+	}
+	return Result{Check: "page cache", OK: true, Detail: detail}
 }
 
 // pacing is one line per staging disk: how the window would pace its
 // writes there.
 func (d Doctor) pacing() []Result {
 	if len(d.In.StagingPaths) == 0 {
-		return []Result{{Check: "pacing", OK: true, Detail: "staging.paths is empty: no staging disk to pace"}, d.ioWeights(window{})}
+		return []Result{{Check: "pacing", OK: true, Detail: "staging.paths is empty: no staging disk to pace"}, d.pageCache(d.stagingWindow(nil)), d.ioWeights(window{})}
 	}
 	disks, err := d.Disks.Disks(d.In.StagingPaths)
 	if err != nil {
@@ -115,7 +126,7 @@ func (d Doctor) pacing() []Result {
 	for _, disk := range disks {
 		out = append(out, Result{Check: "pacing " + disk, OK: true, Detail: d.describePacing(w, disk)})
 	}
-	return append(out, d.ioWeights(w))
+	return append(out, d.pageCache(w), d.ioWeights(w))
 }
 
 func (d Doctor) describePacing(w window, disk string) string {
@@ -126,7 +137,7 @@ func (d Doctor) describePacing(w window, disk string) string {
 			s += " (" + line + ")"
 		}
 		if src != ModelOperator {
-			s += " (staging.iocost = true, no model for " + disk + " in staging.iocost_models)"
+			s += " (" + d.modeSaid(len(w.ordered) > 0) + ", no model for " + disk + " in staging.iocost_models)"
 		}
 		if w.rate == rateFixed {
 			s += "; and " + d.fixedCap()
@@ -160,17 +171,19 @@ func (d Doctor) fixedCap() string {
 }
 
 func (d Doctor) whyNoIOCost(w window, disk string) string {
+	ordersData := len(w.ordered) > 0
+	withModel := iocost.Effective(d.In.IOCost, ordersData) == iocost.WithModel
 	switch {
-	case d.In.IOCost == "false":
+	case d.In.IOCost == iocost.Off:
 		return "staging.iocost = false"
 	case w.costErr != nil:
 		return fmt.Sprintf("the kernel has no iocost (%v)", w.costErr)
-	case d.In.IOCost == "with-model" && len(d.In.IOCostModels) == 0:
-		return `staging.iocost = "with-model" and staging.iocost_models is empty`
-	case d.In.IOCost == "with-model":
+	case withModel && len(d.In.IOCostModels) == 0:
+		return d.modeSaid(ordersData) + " and staging.iocost_models is empty"
+	case withModel:
 		return "no model for " + disk + " in staging.iocost_models"
 	}
-	return "staging.iocost = " + d.In.IOCost
+	return d.modeSaid(ordersData)
 }
 
 // iocostModels fails a model the window would never load: one for a disk

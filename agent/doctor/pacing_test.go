@@ -99,82 +99,107 @@ func TestPacingLines(t *testing.T) {
 		change func(*Doctor)
 		want   []string // lines, whole
 	}{
-		{"a model for each disk", xfs, func(d *Doctor) { d.In.IOCost, d.In.IOCostModels = "with-model", both }, []string{
+		{"a model for each disk", xfs, func(d *Doctor) { d.In.IOCost, d.In.IOCostModels = iocost.WithModel, both }, []string{
 			"ok    staging disks  /sysroot, /var/lib/etcd on vda: mq-deadline ", // (bfq not offered ...); vdb
 			"ok    pacing vda     iocost with the operator's model (staging.iocost_models)",
 			"ok    pacing vdb     iocost with the operator's model (staging.iocost_models)",
 			"ok    iocost models  vda, vdb: staging disks",
 		}},
 		{"iocost on every disk, one model", xfs, func(d *Doctor) {
-			d.In.IOCost, d.In.IOCostModels = "true", map[string]iocost.Model{"vdb": m}
+			d.In.IOCost, d.In.IOCostModels = iocost.On, map[string]iocost.Model{"vdb": m}
 		}, []string{
 			"ok    pacing vda     iocost with the seed model, learning this disk in the window (staging.iocost = true, no model for vda in staging.iocost_models)",
 			"ok    pacing vdb     iocost with the operator's model (staging.iocost_models)",
 		}},
 		{"iocost on every disk, one learned", xfs, func(d *Doctor) {
-			d.In.IOCost, d.In.StateDir = "true", "/var/lib/update-agent"
+			d.In.IOCost, d.In.StateDir = iocost.On, "/var/lib/update-agent"
 			d.IO = fakeIO{learned: map[string]iocost.Learned{"vdb": {Disk: "vdb", Model: "rbps=1 rseqiops=2 rrandiops=3 wbps=4 wseqiops=5 wrandiops=6", Windows: 2}}}
 		}, []string{
 			"ok    pacing vda     iocost with the seed model, learning this disk in the window (staging.iocost = true, no model for vda in staging.iocost_models)",
 			`ok    pacing vdb     iocost with the model learned on this disk ("vdb rbps=1 rseqiops=2 rrandiops=3 wbps=4 wseqiops=5 wrandiops=6" after 2 windows) (staging.iocost = true, no model for vdb in staging.iocost_models)`,
 		}},
 		{"a model for one disk only", xfs, func(d *Doctor) {
-			d.In.IOCost, d.In.IOCostModels = "with-model", map[string]iocost.Model{"vda": m}
+			d.In.IOCost, d.In.IOCostModels = iocost.WithModel, map[string]iocost.Model{"vda": m}
 		}, []string{
 			"ok    pacing vda     iocost with the operator's model (staging.iocost_models)",
 			"ok    pacing vdb     no write cap: iocost on vda paces the window, and no cap goes on the other disks; not iocost: no model for vdb in staging.iocost_models",
 		}},
-		{"no model: the rate loop", xfs, func(d *Doctor) { d.In.IOCost = "with-model" }, []string{
+		{"no model: the rate loop", xfs, func(d *Doctor) { d.In.IOCost = iocost.WithModel }, []string{
 			`ok    pacing vda     the write-rate loop (staging.io_write_bandwidth_max = "auto"); not iocost: staging.iocost = "with-model" and staging.iocost_models is empty`,
 			`ok    pacing vdb     the write-rate loop (staging.io_write_bandwidth_max = "auto"); not iocost: staging.iocost = "with-model" and staging.iocost_models is empty`,
 		}},
-		{"ext4 data=ordered: no cap on any disk", ordered, func(d *Doctor) { d.In.IOCost = "false" }, []string{
+		// The defaults: "auto" learns every disk with an 8M page cache
+		// bound where a journal orders data (the stager's same decision,
+		// iocost.Disks and iocost.MemoryAllowance), the rate loop and 32M
+		// on XFS.
+		{"auto on ext4 data=ordered: iocost learning, 8M", ordered, func(d *Doctor) {
+			d.In.IOCost, d.In.MemoryHigh, d.In.MemoryHighAuto = iocost.Auto, 0, true
+		}, []string{
+			`ok    io control     iocost: yes, used while staging; `,
+			`ok    pacing vda     iocost with the seed model, learning this disk in the window (staging.iocost = "auto" (as true: the journal orders data), no model for vda in staging.iocost_models)`,
+			`ok    pacing vdb     iocost with the seed model, learning this disk in the window (staging.iocost = "auto" (as true: the journal orders data), no model for vdb in staging.iocost_models)`,
+			`ok    page cache     bound 8M: iocost on an ordered journal (staging.memory_high = "auto")`,
+		}},
+		{"auto on XFS: the rate loop, 32M", xfs, func(d *Doctor) {
+			d.In.IOCost, d.In.MemoryHigh, d.In.MemoryHighAuto = iocost.Auto, 0, true
+		}, []string{
+			`ok    io control     iocost: yes, not used (staging.iocost = "auto" (as "with-model": the journal does not order data) and staging.iocost_models has no model for vda, vdb): the write rate loop paces staging; `,
+			`ok    pacing vda     the write-rate loop (staging.io_write_bandwidth_max = "auto"); not iocost: staging.iocost = "auto" (as "with-model": the journal does not order data) and staging.iocost_models is empty`,
+			`ok    pacing vdb     the write-rate loop (staging.io_write_bandwidth_max = "auto"); not iocost: staging.iocost = "auto" (as "with-model": the journal does not order data) and staging.iocost_models is empty`,
+			`ok    page cache     bound 32M: no iocost, journal does not order data (staging.memory_high = "auto")`,
+		}},
+		{"an explicit memory_high wins on an ordered journal", ordered, func(d *Doctor) {
+			d.In.IOCost, d.In.MemoryHigh, d.In.MemoryHighAuto = iocost.Auto, 64<<20, false
+		}, []string{
+			`ok    page cache     bound 64M: staging.memory_high`,
+		}},
+		{"ext4 data=ordered: no cap on any disk", ordered, func(d *Doctor) { d.In.IOCost = iocost.Off }, []string{
 			"ok    pacing vda     no write cap: journal orders data (/var/lib/etcd (ext4 data=ordered at /var/lib/etcd)); the memory bound and the guard pace staging; not iocost: staging.iocost = false",
 			"ok    pacing vdb     no write cap: journal orders data (/var/lib/etcd (ext4 data=ordered at /var/lib/etcd)); the memory bound and the guard pace staging; not iocost: staging.iocost = false",
 		}},
-		{"ext4 data=writeback: the rate loop", wback, func(d *Doctor) { d.In.IOCost = "false" }, []string{
+		{"ext4 data=writeback: the rate loop", wback, func(d *Doctor) { d.In.IOCost = iocost.Off }, []string{
 			`ok    pacing vdb     the write-rate loop (staging.io_write_bandwidth_max = "auto"); not iocost: staging.iocost = false`,
 		}},
 		{"a kernel without iocost", ordered, func(d *Doctor) {
-			d.In.IOCost, d.In.IOCostModels = "with-model", both
+			d.In.IOCost, d.In.IOCostModels = iocost.WithModel, both
 			d.IO = fakeIO{costErr: noCostErr}
 		}, []string{
 			"ok    pacing vda     no write cap: journal orders data (/var/lib/etcd (ext4 data=ordered at /var/lib/etcd)); the memory bound and the guard pace staging; not iocost: the kernel has no iocost (no io.cost.qos in the root cgroup)",
 		}},
 		{"a fixed cap beside iocost", xfs, func(d *Doctor) {
-			d.In.IOCost, d.In.IOCostModels = "with-model", map[string]iocost.Model{"vda": m}
+			d.In.IOCost, d.In.IOCostModels = iocost.WithModel, map[string]iocost.Model{"vda": m}
 			d.In.WriteRateAuto, d.In.WriteBandwidthMax = false, 20_000_000
 		}, []string{
 			"ok    pacing vda     iocost with the operator's model (staging.iocost_models); and a fixed write cap of 20 MB/s (staging.io_write_bandwidth_max)",
 			"ok    pacing vdb     a fixed write cap of 20 MB/s (staging.io_write_bandwidth_max); not iocost: no model for vdb in staging.iocost_models",
 		}},
-		{"auto without the guard", xfs, func(d *Doctor) { d.In.IOCost, d.In.GuardEnabled = "false", false }, []string{
+		{"auto without the guard", xfs, func(d *Doctor) { d.In.IOCost, d.In.GuardEnabled = iocost.Off, false }, []string{
 			`ok    pacing vda     a fixed write cap at guard.rate_start (staging.io_write_bandwidth_max = "auto" without the guard: no loop); not iocost: staging.iocost = false`,
 		}},
-		{"no cap configured", xfs, func(d *Doctor) { d.In.IOCost, d.In.WriteRateAuto = "false", false }, []string{
+		{"no cap configured", xfs, func(d *Doctor) { d.In.IOCost, d.In.WriteRateAuto = iocost.Off, false }, []string{
 			`ok    pacing vda     no write cap (staging.io_write_bandwidth_max = ""); not iocost: staging.iocost = false`,
 		}},
-		{"mount table unreadable", "", func(d *Doctor) { d.In.IOCost = "false" }, []string{
+		{"mount table unreadable", "", func(d *Doctor) { d.In.IOCost = iocost.Off }, []string{
 			`ok    pacing vda     the write-rate loop (staging.io_write_bandwidth_max = "auto"); not iocost: staging.iocost = false; file systems unknown (reading the mount table: open `,
 		}},
 		{"a model for a partition", xfs, func(d *Doctor) {
-			d.In.IOCost, d.In.IOCostModels = "with-model", map[string]iocost.Model{"vda1": m, "vdb": m}
+			d.In.IOCost, d.In.IOCostModels = iocost.WithModel, map[string]iocost.Model{"vda1": m, "vdb": m}
 		}, []string{
 			"FAIL  iocost models  staging.iocost_models: vda1 is not a whole disk but on vda: give the model for the whole disk",
 		}},
 		{"a model for a stacked device", xfs, func(d *Doctor) {
-			d.In.IOCost, d.In.IOCostModels = "with-model", map[string]iocost.Model{"dm-0": m}
+			d.In.IOCost, d.In.IOCostModels = iocost.WithModel, map[string]iocost.Model{"dm-0": m}
 		}, []string{
 			"FAIL  iocost models  staging.iocost_models: dm-0 is not a whole disk but on vda: give the model for the whole disk",
 		}},
 		{"a model for another disk, and one for none", xfs, func(d *Doctor) {
-			d.In.IOCost, d.In.IOCostModels = "with-model", map[string]iocost.Model{"vdc": m, "sdz": m}
+			d.In.IOCost, d.In.IOCostModels = iocost.WithModel, map[string]iocost.Model{"vdc": m, "sdz": m}
 		}, []string{
 			"FAIL  iocost models  staging.iocost_models: sdz is not a staging disk (staging.paths are on vda, vdb); staging.iocost_models: vdc is not a staging disk (staging.paths are on vda, vdb)",
 		}},
 		{"staging disks unknown", xfs, func(d *Doctor) {
 			d.In.StagingPaths = []string{"/gone"}
-			d.In.IOCost, d.In.IOCostModels = "with-model", both
+			d.In.IOCost, d.In.IOCostModels = iocost.WithModel, both
 		}, []string{
 			"FAIL  staging disks  finding the disk behind ",
 			"SKIP  pacing         not checked: the staging disks are unknown (see staging disks)",
@@ -182,7 +207,7 @@ func TestPacingLines(t *testing.T) {
 		}},
 		{"no staging paths", xfs, func(d *Doctor) {
 			d.In.StagingPaths = nil
-			d.In.IOCost, d.In.IOCostModels = "with-model", map[string]iocost.Model{"vda": m}
+			d.In.IOCost, d.In.IOCostModels = iocost.WithModel, map[string]iocost.Model{"vda": m}
 		}, []string{
 			"ok    pacing         staging.paths is empty: no staging disk to pace",
 			"FAIL  iocost models  staging.iocost_models: vda is not a staging disk (staging.paths are on no disk)",

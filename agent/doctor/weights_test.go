@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/update-agent/update-agent/agent/iocost"
 )
 
 // The io weights line says who the window weights, as the stager's
@@ -18,7 +20,7 @@ func TestIOWeights(t *testing.T) {
 	}{
 		{"iocost, the defaults", func(*Doctor) {},
 			"under iocost on vda: IOWeight=1 on update-agent-staging.service and rpm-ostreed.service, IOWeight=10000 on etcd.service; " + others},
-		{"iocost off: the policy's weight", func(d *Doctor) { d.In.IOCost = "false" },
+		{"iocost off: the policy's weight", func(d *Doctor) { d.In.IOCost = iocost.Off },
 			"no iocost in the window (see pacing): IOWeight=10 on update-agent-staging.service and rpm-ostreed.service, etcd's unit keeps its own; " + others +
 				" (staging.io_weight; without iocost only the bfq scheduler honours it)"},
 		{"the kernel has no iocost", func(d *Doctor) { io := d.IO.(fakeIO); io.costErr = errors.New("no io.cost.qos"); d.IO = io },

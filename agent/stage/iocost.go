@@ -14,10 +14,9 @@ import (
 // IOCostOptions turn on the kernel's proportional I/O controller on the
 // staging disks for the window (agent/iocost).
 type IOCostOptions struct {
-	Enabled bool
-	// OnlyModelled keeps iocost to the disks Models names (staging.iocost
-	// = "with-model"); the others are left to the kernel as they are.
-	OnlyModelled bool
+	// Mode is staging.iocost: which disks get it (iocost.Disks); under
+	// iocost.WithModel the others are left to the kernel as they are.
+	Mode iocost.Mode
 	// Models are operator-given cost models by disk name.
 	Models map[string]iocost.Model
 	// Targets derive the QoS; BaselineP99 is filled from the guard's
@@ -50,17 +49,17 @@ func (o Options) iocostController() iocost.Controller {
 		StateFile: filepath.Join(o.StateDir, "iocost.json"), LearnedFile: filepath.Join(o.StateDir, "iocost-learned.json"), BootIDPath: o.BootIDPath, Log: o.Log}
 }
 
-// iocostDisks are the window's disks iocost goes on: configured, a model
-// for the disk where only modelled disks get it, and a kernel that has
-// it. None: the write rate loop paces staging, and the journal says why
-// (unless no model was given at all, the default's quiet case).
-func (s *Stager) iocostDisks(disks []string) []string {
-	if !s.o.IOCost.Enabled || len(disks) == 0 {
+// iocostDisks are the window's disks iocost goes on: as the mode decides
+// for the journal (iocost.Disks, as doctor reports it), and a kernel that
+// has it. None: the write rate loop paces staging, and the journal says
+// why (unless no model was given at all, the default's quiet case).
+func (s *Stager) iocostDisks(disks []string, ordersData bool) []string {
+	mode := iocost.Effective(s.o.IOCost.Mode, ordersData)
+	on := iocost.Disks(mode, disks, s.o.IOCost.Models, ordersData)
+	if mode == iocost.Off || len(disks) == 0 {
 		return nil
 	}
-	on := disks
-	if s.o.IOCost.OnlyModelled {
-		on = iocost.Modelled(disks, s.o.IOCost.Models)
+	if mode == iocost.WithModel {
 		var without []string
 		for _, d := range disks {
 			if !slices.Contains(on, d) {
@@ -77,6 +76,9 @@ func (s *Stager) iocostDisks(disks []string) []string {
 		case len(without) > 0:
 			s.log.Info("iocost only on the disks with a model in staging.iocost_models", "iocost_disks", on, "disks_without_model", without)
 		}
+	}
+	if len(on) == 0 {
+		return nil
 	}
 	if err := s.iocost.Available(); err != nil {
 		s.log.Warn("iocost unavailable: the write rate loop paces staging instead", "err", err)

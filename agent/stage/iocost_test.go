@@ -25,7 +25,7 @@ func (e *env) iocostEnv(t *testing.T, withKernel bool) (qos, model string) {
 	t.Helper()
 	e.autoRate(t)
 	e.opts.Guard.Options.Baseline = guard.Baseline{"wal_fsync": {P99: 32 * time.Millisecond, Median: 4 * time.Millisecond}}
-	e.opts.IOCost = IOCostOptions{Enabled: true, IOWeight: 1, EtcdIOWeight: 10000,
+	e.opts.IOCost = IOCostOptions{Mode: iocost.On, IOWeight: 1, EtcdIOWeight: 10000,
 		Targets: iocost.Targets{Promise: 1.3, Default: 20 * time.Millisecond, Percentile: 95, VrateMin: 5, VrateMax: 150}}
 	qos = filepath.Join(e.opts.SysRoot, "fs/cgroup/io.cost.qos")
 	model = filepath.Join(e.opts.SysRoot, "fs/cgroup/io.cost.model")
@@ -185,7 +185,7 @@ func TestRunWithModelOnly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			qos, model := e.iocostEnv(t, true)
-			e.opts.IOCost.OnlyModelled = true
+			e.opts.IOCost.Mode = iocost.WithModel
 			e.opts.IOCost.Models = map[string]iocost.Model{}
 			for _, l := range tc.models {
 				d, m, err := iocost.ParseDiskModel(l)

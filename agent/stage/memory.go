@@ -88,10 +88,10 @@ type memoryPacer struct {
 }
 
 // memoryPacer returns the pacer for the staging unit and the daemon, or nil
-// when the policy sets no MemoryHigh. The daemon's MemoryHigh is recorded
-// in the journal first, so undo (or Recover) sets it back.
-func (s *Stager) memoryPacer(ctx context.Context, j *journal, stagingUnit string) *memoryPacer {
-	allowance := s.o.Policy.MemoryHigh
+// when the window allows any page cache (allowance 0, the window's
+// choice: Stager.choosePacing). The daemon's MemoryHigh is recorded in the
+// journal first, so undo (or Recover) sets it back.
+func (s *Stager) memoryPacer(ctx context.Context, j *journal, stagingUnit string, allowance uint64) *memoryPacer {
 	if allowance == 0 {
 		return nil
 	}

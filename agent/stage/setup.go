@@ -23,9 +23,11 @@ import (
 // puts around the scheduler switch and the daemon restart). It returns the
 // policy the staging unit gets.
 //
-// cost non-nil turns iocost on.
-func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode writeRate, cost *iocostWindow) (systemd.Policy, error) {
+// cost non-nil turns iocost on; memoryHigh is the window's page cache
+// allowance (Stager.choosePacing).
+func (s *Stager) setup(ctx context.Context, j *journal, disks []string, mode writeRate, cost *iocostWindow, memoryHigh uint64) (systemd.Policy, error) {
 	policy := s.o.Policy
+	policy.MemoryHigh = memoryHigh
 	step := func(name string, f func() error) error {
 		t := time.Now()
 		err := f()

@@ -72,6 +72,9 @@ type Options struct {
 	DaemonUnit string
 	// Policy applies to the staging unit and DaemonUnit.
 	Policy systemd.Policy
+	// MemoryHighAuto: each window chooses Policy.MemoryHigh (the page
+	// cache allowance) from its pacing (iocost.MemoryAllowance).
+	MemoryHighAuto bool
 	// WriteBandwidthMax (bytes/s) caps writes on each staging disk; 0: none.
 	// WriteRateAuto instead paces the cap in a closed loop (the guard's
 	// rate controller, tuned by WriteRate) from etcd's latency; without a
@@ -275,6 +278,9 @@ type Report struct {
 	IOCost bool
 	// Pacing says in a line how the window paced staging (pacingSummary).
 	Pacing string
+	// MemoryHigh is the page cache the window allowed the stager and the
+	// daemon (0: none).
+	MemoryHigh uint64
 	// Baseline says where the guard's baseline came from.
 	Baseline string
 	// Setup is how long opening the window took (scheduler, policies,

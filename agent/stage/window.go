@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/update-agent/update-agent/agent/guard"
+	"github.com/update-agent/update-agent/agent/iocost"
 	"github.com/update-agent/update-agent/agent/systemd"
 )
 
@@ -19,8 +20,11 @@ type window struct {
 	base    guard.Baseline
 	cost    *iocostWindow // nil: iocost off
 	// policy is what the staging unit gets (the daemon has it already).
-	policy  systemd.Policy
-	closers []func()
+	policy systemd.Policy
+	// memoryHigh is the page cache allowance the window chose (0: none),
+	// in policy and kept by the memory pacer.
+	memoryHigh uint64
+	closers    []func()
 }
 
 // close releases what open kept, newest first; the window's changes are
@@ -50,9 +54,11 @@ func (s *Stager) open(ctx context.Context, j *journal, rep *Report, foreign bool
 	if s.o.Baseline != nil {
 		w.closers = append(w.closers, s.o.Baseline.Pause())
 	}
-	costDisks := s.iocostDisks(rep.Disks)
+	costDisks := s.iocostDisks(rep.Disks, ordersData)
 	useIOCost := len(costDisks) > 0
 	rep.IOCost = useIOCost
+	w.memoryHigh = s.choosePacing(costDisks, ordersData)
+	rep.MemoryHigh = w.memoryHigh
 	loop := writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, s.o.Guard.Enabled, ordersData, useIOCost) == rateLoop
 	g, base, closeInputs := s.prepareGuard(ctx, rep.Disks, loop, foreign, rep)
 	w.closers = append(w.closers, closeInputs)
@@ -67,7 +73,7 @@ func (s *Stager) open(ctx context.Context, j *journal, rep *Report, foreign bool
 		w.cost = &iocostWindow{disks: costDisks, base: base, foreign: foreign}
 	}
 	mode := writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, g != nil, ordersData, useIOCost)
-	policy, err := s.setup(ctx, j, rep.Disks, mode, w.cost)
+	policy, err := s.setup(ctx, j, rep.Disks, mode, w.cost, w.memoryHigh)
 	w.policy = policy
 	rep.Pacing = pacingSummary(mode, w.cost, ordersData)
 	// Shown live (`status`, the metrics) until the window closes; the
@@ -87,6 +93,31 @@ func (s *Stager) open(ctx context.Context, j *journal, rep *Report, foreign bool
 	return w, nil
 }
 
+// choosePacing decides the window's page cache allowance from its iocost
+// disks and journal (iocost.MemoryAllowance, as doctor reports it) and
+// logs the window's pacing decision once, with why.
+func (s *Stager) choosePacing(costDisks []string, ordersData bool) uint64 {
+	iocostOn := len(costDisks) > 0
+	mem, why := iocost.MemoryAllowance(s.o.Policy.MemoryHigh, s.o.MemoryHighAuto, iocostOn, ordersData)
+	how := "write rate loop or cap"
+	if iocostOn {
+		how = "iocost on " + strings.Join(costDisks, ", ")
+		if iocost.Effective(s.o.IOCost.Mode, ordersData) == iocost.On {
+			how += " (given, learned or seed model)"
+		} else {
+			how += " (given models)"
+		}
+	}
+	memory := "none"
+	if mem > 0 {
+		memory = iocost.FormatMemory(mem)
+	}
+	s.log.Info("pacing chosen", "iocost", s.o.IOCost.Mode.String(),
+		"iocost_as", iocost.Effective(s.o.IOCost.Mode, ordersData).String(), "journal_orders_data", ordersData,
+		"pacing", how, "memory_high", memory, "memory_high_why", why)
+	return mem
+}
+
 // pace starts the guard and the memory pacer on the open window (unit:
 // the staging unit, "" for a foreign window). The returned stop ends them,
 // learns iocost's model from the time paced (before the restore: the
@@ -101,7 +132,7 @@ func (s *Stager) pace(ctx context.Context, j *journal, w *window, rep *Report, u
 		go func() { gdone <- w.g.Run(gctx, w.base) }()
 	}
 	mdone := make(chan struct{})
-	if pacer := s.memoryPacer(ctx, j, unit); pacer != nil {
+	if pacer := s.memoryPacer(ctx, j, unit, w.memoryHigh); pacer != nil {
 		go func() { defer close(mdone); pacer.run(gctx, s.log) }()
 	} else {
 		close(mdone)

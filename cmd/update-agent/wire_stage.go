@@ -50,8 +50,9 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 			Nice:                 &nice,
 			CPUWeight:            s.CPUWeight.String(),
 			IOWeight:             uint64(s.IOWeight),
-			MemoryHigh:           uint64(s.MemoryHigh),
+			MemoryHigh:           memoryHigh(s.MemoryHigh),
 		},
+		MemoryHighAuto:    s.MemoryHigh == config.MemorySizeAuto,
 		WriteBandwidthMax: uint64(s.IOWriteBandwidthMax),
 		WriteRateAuto:     s.IOWriteBandwidthMax == config.BandwidthAuto,
 		WriteRate:         rateConfig(g),
@@ -126,6 +127,15 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 	return o
 }
 
+// memoryHigh is staging.memory_high's fixed bound; "auto" is none here,
+// each window choosing its own (stage.Options.MemoryHighAuto).
+func memoryHigh(m config.MemorySize) uint64 {
+	if m == config.MemorySizeAuto {
+		return 0
+	}
+	return uint64(m)
+}
+
 // rateConfig maps [guard]'s rate keys onto the loop; the config's zeros
 // (floor share, IO size) are the loop's "off" (negative).
 func rateConfig(g config.Guard) guard.RateConfig {
@@ -152,9 +162,8 @@ func iocostOptions(cfg *config.Config) stage.IOCostOptions {
 		}
 	}
 	return stage.IOCostOptions{
-		Enabled:      s.IOCost != config.IOCostOff,
-		OnlyModelled: s.IOCost == config.IOCostWithModel,
-		Models:       models,
+		Mode:   s.IOCost.Mode(),
+		Models: models,
 		Targets: iocost.Targets{Promise: cfg.Guard.LatencyTarget, Fixed: s.IOCostLatencyTarget.D(),
 			Default: s.IOCostDefaultLatencyTarget.D(), Percentile: s.IOCostPercentile,
 			VrateMin: s.IOCostVrateMin, VrateMax: s.IOCostVrateMax},

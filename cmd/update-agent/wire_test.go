@@ -8,6 +8,7 @@ import (
 
 	"github.com/update-agent/update-agent/agent/config"
 	"github.com/update-agent/update-agent/agent/guard"
+	"github.com/update-agent/update-agent/agent/iocost"
 )
 
 // The configuration reaches the engine's policy, the hooks, the windows and
@@ -86,16 +87,27 @@ func TestWireMapsConfig(t *testing.T) {
 	if rc := rateConfig(config.Guard{LatencyTarget: 1.3, RateStart: 4_000_000}); rc.MinShare >= 0 || rc.IOSize >= 0 {
 		t.Errorf("zero share and IO size %+v, want the loop's off (negative)", rc)
 	}
-	if ic := o.IOCost; !ic.Enabled || !ic.OnlyModelled || ic.IOWeight != 1 || ic.EtcdIOWeight != 10000 || ic.Targets.Promise != 1.3 ||
+	if ic := o.IOCost; ic.Mode != iocost.Auto || ic.IOWeight != 1 || ic.EtcdIOWeight != 10000 || ic.Targets.Promise != 1.3 ||
 		ic.Targets.Default != 20*time.Millisecond || ic.Targets.Percentile != 95 || ic.Targets.VrateMin != 5 || ic.Targets.VrateMax != 150 {
-		t.Errorf("iocost options %+v, want on the modelled disks only by default, with the default weights and targets", ic)
+		t.Errorf("iocost options %+v, want auto by default (by the journal), with the default weights and targets", ic)
+	}
+	if !o.MemoryHighAuto || o.Policy.MemoryHigh != 0 {
+		t.Errorf("memory_high %d (auto %v), want auto by default: each window chooses", o.Policy.MemoryHigh, o.MemoryHighAuto)
+	}
+	cfg.Staging.MemoryHigh = 64 << 20
+	if o := stageOptions(cfg, root, a.stateDir, a.os.Client, a.log); o.MemoryHighAuto || o.Policy.MemoryHigh != 64<<20 {
+		t.Errorf("memory_high = \"64M\": %d (auto %v), want 64M in every window", o.Policy.MemoryHigh, o.MemoryHighAuto)
 	}
 	cfg.Staging.IOCost = config.IOCostOn
-	if ic := iocostOptions(cfg); !ic.Enabled || ic.OnlyModelled {
+	if ic := iocostOptions(cfg); ic.Mode != iocost.On {
 		t.Error("staging.iocost = true does not reach the stager as every disk")
 	}
+	cfg.Staging.IOCost = config.IOCostWithModel
+	if ic := iocostOptions(cfg); ic.Mode != iocost.WithModel {
+		t.Error(`staging.iocost = "with-model" does not reach the stager`)
+	}
 	cfg.Staging.IOCost = config.IOCostOff
-	if iocostOptions(cfg).Enabled {
+	if iocostOptions(cfg).Mode != iocost.Off {
 		t.Error("staging.iocost = false does not reach the stager")
 	}
 	cfg.Staging.IOCostModels = []string{"vda rbps=20000000 rseqiops=500 rrandiops=500 wbps=20000000 wseqiops=500 wrandiops=500"}

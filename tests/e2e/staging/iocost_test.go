@@ -182,8 +182,8 @@ func TestIOCostWindow(t *testing.T) {
 // window: iocost stays on, with the configured model, and etcd's weight
 // high until the next start (the daemon, updates off so it only
 // recovers) puts them back from the records. staging.iocost is
-// "with-model", the default (this suite's base configuration turns iocost
-// off): a model for the data disk turns iocost on there.
+// "with-model" (this suite's base configuration turns iocost off): a
+// model for the data disk turns iocost on there.
 func TestIOCostRestoredAfterKill(t *testing.T) {
 	g := setup(t)
 	modelConf, model := dataDiskModel()
