@@ -217,7 +217,8 @@ func (d Doctor) Run(ctx context.Context) Report {
 		detail, err := f(cctx)
 		if err != nil {
 			var w waiting
-			r = append(r, Result{Check: check, Detail: err.Error(), Wait: errors.As(err, &w)})
+			var wn warning
+			r = append(r, Result{Check: check, Detail: err.Error(), Wait: errors.As(err, &w), Warn: errors.As(err, &wn)})
 			return false
 		}
 		r = append(r, Result{Check: check, OK: true, Detail: detail})
@@ -428,6 +429,9 @@ func (d Doctor) lock(ctx context.Context) (string, error) {
 		}
 		if len(hs) > 0 {
 			s += "; holders " + strings.Join(hs, ", ")
+		}
+		if why := lock.SlotsDisagreement(g, d.In.LockSlots); why != "" {
+			return "", warning{errors.New(s + "; " + why)}
 		}
 	}
 	return s, nil

@@ -299,6 +299,15 @@ func TestReport(t *testing.T) {
 			[]string{"ok    io control     iocost: yes, not used (staging.iocost = false); io.latency: no; vda: qos"}},
 		{"an io.latency target without io.latency", func(d *Doctor) { d.In.EtcdIOLatencyTarget = 25 * time.Millisecond },
 			[]string{"FAIL  io control     staging.etcd_io_latency_target is set but the kernel has no io.latency"}},
+		{"agents of the group disagree on lock.slots", func(d *Doctor) {
+			d.In.LockSlots = 2
+			d.Lock = fakeLock{{Group: "control-plane", Slots: 1, SlotsBy: "agent cp2",
+				SlotsAt: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), Holders: []lock.EntryStatus{{Record: lock.Record{Node: "cp2"}}}}}
+		}, []string{"WARN  reboot lock    group control-plane: 1 of 1 slot(s) held, 0 waiting; holders cp2; " +
+			"agents of group control-plane disagree on lock.slots: this host's is 2, agent cp2 recorded 1 at 2026-12-01T10:00:00Z"}},
+		{"agents of the group agree", func(d *Doctor) {
+			d.Lock = fakeLock{{Group: "control-plane", Slots: 1, SlotsBy: "agent cp2"}}
+		}, []string{"ok    reboot lock    group control-plane: 0 of 1 slot(s) held, 0 waiting"}},
 		{"lock off", func(d *Doctor) { d.In.LockEnabled = false },
 			[]string{"ok    reboot lock    lock.enabled = false"}},
 		{"lock off on a worker", func(d *Doctor) {

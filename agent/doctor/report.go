@@ -58,6 +58,12 @@ type waiting struct{ error }
 
 func (w waiting) Unwrap() error { return w.error }
 
+// warning marks a check's error as WARN: it works now, but misleads or
+// will break (see Result.Warn).
+type warning struct{ error }
+
+func (w warning) Unwrap() error { return w.error }
+
 // Verdict is the result column: "ok", "FAIL", "WAIT", "SKIP" or "WARN".
 func (r Result) Verdict() string {
 	switch {

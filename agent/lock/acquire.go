@@ -63,7 +63,7 @@ func (l *Lock) acquireSlot(ctx context.Context, target string, onPosition func(P
 	if err != nil {
 		return Position{}, fmt.Errorf("queueing for a reboot slot: %w", err)
 	}
-	l.recordGroup(ctx)
+	slots := l.groupSlots(ctx)
 	var last Position
 	first := true
 	report := func(pos Position) {
@@ -80,7 +80,7 @@ func (l *Lock) acquireSlot(ctx context.Context, target string, onPosition func(P
 		if mine == nil || clientv3.LeaseID(mine.Lease) != s.Lease() {
 			return Position{}, l.lostOr(s, ErrDequeued)
 		}
-		pos, _ := Locate(entries, l.o.Slots, l.o.Node)
+		pos, _ := Locate(entries, slots, l.o.Node)
 		report(pos)
 		if !pos.Holder {
 			me := Entry{Node: l.o.Node, CreateRevision: mine.CreateRevision}
@@ -101,18 +101,29 @@ func (l *Lock) acquireSlot(ctx context.Context, target string, onPosition func(P
 	}
 }
 
-// recordGroup writes the group's slot count for `lock status` once per
-// process. It is only a display: failing it does not hold the update.
-func (l *Lock) recordGroup(ctx context.Context) {
-	if l.parent != nil || l.groupRecorded.Load() {
-		return
+// groupSlots is the slot count this acquisition is judged by: the group's
+// recorded count, read (and this agent's recorded, see DecideSlots) at
+// each acquisition so that a host whose record was narrowed since follows.
+// Agents of one group that disagree get a warning, and each takes no more
+// than the smaller count. An unreadable record leaves lock.slots: the
+// queue read that follows fails on the same etcd anyway.
+func (l *Lock) groupSlots(ctx context.Context) int {
+	if l.parent != nil {
+		return l.o.Slots // the member slot is not configured
 	}
+	key := GroupConfigKey(l.o.Prefix, l.o.Group)
 	gc := GroupConfig{Slots: l.o.Slots, By: "agent " + l.o.Node, UpdatedAt: l.o.Now().UTC()}
-	if err := WriteGroupConfig(ctx, l.cli, l.o.Prefix, l.o.Group, gc); err != nil {
-		l.log.Warn("recording the group's slot count for lock status", "err", err)
-		return
+	d, rec, err := agreeSlots(ctx, l.cli, l.o.Prefix, l.o.Group, gc)
+	if err != nil {
+		l.log.Warn("reading the group's recorded slot count; using lock.slots", "err", err)
+		return l.o.Slots
 	}
-	l.groupRecorded.Store(true)
+	if d.Disagree {
+		l.log.Warn("agents of this group disagree on lock.slots; set it the same on every host of the group (lock.slots in /etc/update-agent/config.d)",
+			"lock_slots", l.o.Slots, "recorded_slots", rec.Slots, "recorded_by", rec.By,
+			"recorded_at", rec.UpdatedAt, "key", key, "using_slots", d.Slots)
+	}
+	return d.Slots
 }
 
 // errReread: the watch cannot tell how far this waiter moved (compaction,

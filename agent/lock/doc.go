@@ -46,7 +46,9 @@
 //	                                 lives.
 //
 // Whoever uses a group records its slot count for `lock status` on other
-// hosts (groupconfig.go), without a lease:
+// hosts (groupconfig.go), without a lease. An agent reads it at each
+// acquisition and takes no more than the smaller of its lock.slots and
+// another writer's count, warning that they disagree (DecideSlots):
 //
 //	<prefix>/_groups/<group>         JSON GroupConfig: slots, by, updated_at.
 //

@@ -77,3 +77,87 @@ func readGroupConfigs(ctx context.Context, cli *clientv3.Client, prefix, group s
 	}
 	return out, nil
 }
+
+// SlotsDecision is what an agent makes of its group's recorded count.
+type SlotsDecision struct {
+	// Slots is the count this agent's queue position is judged by: never
+	// more than its own lock.slots, nor than another writer's recorded
+	// count, so one host configured wider cannot widen the group.
+	Slots int
+	// Disagree: another writer recorded a different count (warn).
+	Disagree bool
+	// Record: write this agent's count. Never over another writer's
+	// smaller count: the next acquisition of the narrower hosts would
+	// then read the wider one.
+	Record bool
+}
+
+// DecideSlots is the slot count an agent with lock.slots own, writing as
+// me ("agent <node>"), uses given what it found recorded (found: a
+// readable config with slots >= 1).
+func DecideSlots(own int, me string, recorded GroupConfig, found bool) SlotsDecision {
+	switch {
+	case !found || recorded.Slots < 1:
+		return SlotsDecision{Slots: own, Record: true}
+	case recorded.Slots == own:
+		return SlotsDecision{Slots: own}
+	case recorded.By == me:
+		// Our own record from before lock.slots changed here.
+		return SlotsDecision{Slots: own, Record: true}
+	}
+	return SlotsDecision{Slots: min(own, recorded.Slots), Disagree: true, Record: own < recorded.Slots}
+}
+
+// SlotsDisagreement says, for `lock status` and doctor, how the group's
+// recorded count (g.Slots, by g.SlotsBy) differs from this host's
+// lock.slots own; "" when it does not or nobody recorded one.
+func SlotsDisagreement(g GroupStatus, own int) string {
+	if g.SlotsBy == "" || g.Slots == own || g.Group == MembersGroup {
+		return ""
+	}
+	at := ""
+	if !g.SlotsAt.IsZero() {
+		at = " at " + g.SlotsAt.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("agents of group %s disagree on lock.slots: this host's is %d, %s recorded %d%s; "+
+		"each agent takes no more than the smaller, but set lock.slots (/etc/update-agent/config.d) the same on every host of the group",
+		g.Group, own, g.SlotsBy, g.Slots, at)
+}
+
+// agreeSlots reads group's recorded count and, when DecideSlots says so,
+// records gc (an agent's) in a transaction on what it read: two agents
+// starting at once decide on each other's record, not on a stale read.
+func agreeSlots(ctx context.Context, cli *clientv3.Client, prefix, group string, gc GroupConfig) (SlotsDecision, GroupConfig, error) {
+	key := GroupConfigKey(prefix, group)
+	resp, err := cli.Get(ctx, key)
+	if err != nil {
+		return SlotsDecision{}, GroupConfig{}, fmt.Errorf("reading %s: %w", key, err)
+	}
+	kvs := resp.Kvs
+	for attempt := 0; ; attempt++ {
+		var rec GroupConfig
+		var modRev int64
+		found := false
+		if len(kvs) > 0 {
+			modRev = kvs[0].ModRevision
+			found = json.Unmarshal(kvs[0].Value, &rec) == nil && rec.Slots >= 1
+		}
+		d := DecideSlots(gc.Slots, gc.By, rec, found)
+		if !d.Record || attempt == 2 {
+			return d, rec, nil
+		}
+		b, err := json.Marshal(gc)
+		if err != nil {
+			return SlotsDecision{}, GroupConfig{}, err
+		}
+		tr, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
+			Then(clientv3.OpPut(key, string(b))).Else(clientv3.OpGet(key)).Commit()
+		if err != nil {
+			return SlotsDecision{}, GroupConfig{}, fmt.Errorf("recording the slots of group %s in %s: %w", group, key, err)
+		}
+		if tr.Succeeded {
+			return d, rec, nil
+		}
+		kvs = tr.Responses[0].GetResponseRange().Kvs
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"math"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -136,8 +135,6 @@ type Lock struct {
 	// memberLooked: Options.LocalMember answered once (a change is logged
 	// from then on).
 	memberLooked bool
-	// groupRecorded: the group's slot count is in etcd (recordGroup).
-	groupRecorded atomic.Bool
 }
 
 // New checks o and returns a Lock; nothing is written to etcd yet.

@@ -39,7 +39,9 @@ type GroupStatus struct {
 	// SlotsBy is who recorded Slots in etcd (GroupConfig.By); "" when
 	// none did and Slots is the local lock.slots, which a FleetLock group
 	// with slots of its own does not share.
-	SlotsBy string         `json:"slots_by,omitempty"`
+	SlotsBy string `json:"slots_by,omitempty"`
+	// SlotsAt is when SlotsBy recorded it (SlotsDisagreement says it).
+	SlotsAt time.Time      `json:"slots_updated_at,omitzero"`
 	Holders []EntryStatus  `json:"holders"`
 	Waiters []EntryStatus  `json:"waiters"`
 	Pending []Announcement `json:"pending"`
@@ -72,10 +74,10 @@ func Status(ctx context.Context, cli *clientv3.Client, prefix string, slots int,
 		if groups[g] == nil {
 			groups[g] = &GroupStatus{Group: g, Slots: slots}
 			if gc, ok := recorded[g]; ok {
-				groups[g].Slots, groups[g].SlotsBy = gc.Slots, gc.By
+				groups[g].Slots, groups[g].SlotsBy, groups[g].SlotsAt = gc.Slots, gc.By, gc.UpdatedAt
 			}
 			if g == MembersGroup {
-				groups[g].Slots, groups[g].SlotsBy = 1, ""
+				groups[g].Slots, groups[g].SlotsBy, groups[g].SlotsAt = 1, "", time.Time{}
 			}
 		}
 		return groups[g]

@@ -83,11 +83,13 @@ func runLockStatus(env *cmdEnv, args []string) error {
 		}
 		return enc.Encode(groups)
 	}
-	printLockStatus(env.stdout, cfg.Lock.KeyPrefix, *group, groups)
+	printLockStatus(env.stdout, cfg.Lock.KeyPrefix, *group, groups, cfg.Lock.Group, cfg.Lock.Slots)
 	return nil
 }
 
-func printLockStatus(w io.Writer, prefix, group string, groups []lock.GroupStatus) {
+// printLockStatus prints groups; localGroup and localSlots are this host's
+// lock.group and lock.slots, which the group's recorded count is held to.
+func printLockStatus(w io.Writer, prefix, group string, groups []lock.GroupStatus, localGroup string, localSlots int) {
 	if len(groups) == 0 {
 		where := prefix
 		if group != "" {
@@ -105,6 +107,9 @@ func printLockStatus(w io.Writer, prefix, group string, groups []lock.GroupStatu
 			// Older agents do not record their count: this host's may not
 			// be the group's.
 			fmt.Fprintf(w, "  (slot count not recorded in etcd by the group's agents or FleetLock servers: this host's lock.slots)\n")
+		}
+		if why := lock.SlotsDisagreement(g, localSlots); why != "" && g.Group == localGroup {
+			fmt.Fprintf(w, "  WARNING: %s\n", why)
 		}
 		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 		for _, h := range g.Holders {

@@ -250,16 +250,46 @@ func TestLockStatusShowsSpacing(t *testing.T) {
 
 // TestPrintLockStatusSlotsSource: a group whose slot count nobody recorded
 // in etcd (agents of an older version) says that this host's lock.slots
-// split its queue.
+// split its queue; a recorded count agreeing with this host's lock.slots,
+// or another group's, is not warned about.
 func TestPrintLockStatusSlotsSource(t *testing.T) {
 	var b strings.Builder
 	printLockStatus(&b, "/ua", "", []lock.GroupStatus{
 		{Group: "old", Slots: 1},
+		{Group: "other", Slots: 3, SlotsBy: "agent x"},
 		{Group: "workers", Slots: 2, SlotsBy: "fleetlock server"},
-	})
+	}, "workers", 2)
 	out := b.String()
 	old, workers, _ := strings.Cut(out, "group workers")
-	if !strings.Contains(old, "not recorded in etcd") || strings.Contains(workers, "not recorded") {
+	if !strings.Contains(old, "not recorded in etcd") || strings.Contains(workers, "not recorded") || strings.Contains(out, "WARNING") {
 		t.Errorf("lock status:\n%s", out)
+	}
+}
+
+// TestLockStatusSlotsDisagree: `lock status` on a host whose lock.slots is
+// 2, in a group an agent recorded 1 for, warns naming both counts and the
+// writer; where lock.slots agrees it says nothing.
+func TestLockStatusSlotsDisagree(t *testing.T) {
+	root, cli, ctx := lockCluster(t, "group = \"masters\"\nslots = 2\n")
+	l, err := lock.New(cli, lock.Options{Prefix: "/update-agent/lock", Group: "masters", Slots: 1, TTL: time.Minute,
+		Node: "node-a", BootID: "boot-a", StateDir: t.TempDir(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Acquire(ctx, "0123456789abcdef0123", nil); err != nil {
+		t.Fatal(err)
+	}
+	want := regexp.MustCompile(`group masters: 1 of 1 slot\(s\) held, 0 waiting\n  WARNING: agents of group masters disagree on lock.slots: ` +
+		`this host's is 2, agent node-a recorded 1 at \d{4}-\d\d-\d\dT[0-9:]+Z; .*lock.slots`)
+	code, out, errOut := runIn("lock", "status", "--root", root)
+	if code != exitOK || !want.MatchString(out) {
+		t.Errorf("exit %d, %s\n%s", code, errOut, out)
+	}
+	code, out, _ = runIn("lock", "status", "--root", root, "--json")
+	var gs []lock.GroupStatus
+	if err := json.Unmarshal([]byte(out), &gs); code != exitOK || err != nil || len(gs) != 1 ||
+		gs[0].Slots != 1 || gs[0].SlotsBy != "agent node-a" || gs[0].SlotsAt.IsZero() {
+		t.Errorf("lock status --json: exit %d, %v\n%s", code, err, out)
 	}
 }
