@@ -63,7 +63,7 @@ func stagedLocked(ctx context.Context, c *bootc.Client, t state.Target) error {
 	s := h.Status.Staged
 	switch {
 	case s == nil:
-		return fmt.Errorf("staging %s: %w", t.Checksum, errNothingStaged)
+		return fmt.Errorf("staging %s: %w", t.Checksum, ErrNothingStaged)
 	case !s.DownloadOnly:
 		return fmt.Errorf("staging %s: the staged deployment is not download-only", t.Checksum)
 	case s.Digest() != t.Checksum:

@@ -140,3 +140,33 @@ func TestExactStagingChecksStream(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// StageOnce (stage-once) discards what the daemon's engine would after the
+// same staging: a release on another stream is not left staged.
+func TestStageOnceDiscardsAnotherStream(t *testing.T) {
+	ctx := context.Background()
+	env, o, stager := host(t)
+	chosen := env.Publish(env.Ref, 1)
+	wrapper := filepath.Join(t.TempDir(), "rpm-ostree")
+	script := "#!/bin/sh\nif [ \"$1\" = status ]; then " + stager.Client.Path +
+		" \"$@\" | sed 's/\"ostree.bootable\": *true/&,\"fedora-coreos.stream\":\"next\"/g'; exit $?; fi\nexec " + stager.Client.Path + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := *stager.Client
+	c.Path = wrapper
+	stager.Client, stager.Exact = &c, true
+	_, err := stager.StageOnce(ctx, state.Target{Checksum: chosen, Version: "41.2", Stream: "stable"})
+	if !errors.Is(err, graph.ErrWrongStream) || !strings.Contains(err.Error(), "discarded its staged deployment") {
+		t.Fatalf("err = %v, want the release on stream next discarded", err)
+	}
+	if st, err := o.Status(ctx); err != nil || st.Staged != nil {
+		t.Fatalf("staged after the refusal: %+v, %v", st, err)
+	}
+	if _, err := stager.StageOnce(ctx, state.Target{Checksum: chosen, Version: "41.2", Stream: "next"}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := o.Status(ctx); err != nil || st.Staged == nil || st.Staged.Checksum != chosen {
+		t.Fatalf("not staged on the stream followed: %+v, %v", st, err)
+	}
+}

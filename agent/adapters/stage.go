@@ -98,39 +98,47 @@ func exactRequest(st *rpmostree.Status, override string, t state.Target) (rpmost
 // Stage stages t and checks that a new staged deployment came of it: when
 // rpm-ostree finds nothing new it does not lock anything.
 func (a *Stager) Stage(ctx context.Context, t state.Target) error {
+	_, err := a.stage(ctx, t)
+	return err
+}
+
+// stage is Stage with the staging's report (StageOnce prints it).
+func (a *Stager) stage(ctx context.Context, t state.Target) (stage.Report, error) {
 	s, err := a.stager(ctx, a.Make)
 	if err != nil {
-		return err
+		return stage.Report{}, err
 	}
 	before, err := a.Client.Status(ctx)
 	if err != nil {
-		return fmt.Errorf("staging %s: %w", t.Checksum, err)
+		return stage.Report{}, fmt.Errorf("staging %s: %w", t.Checksum, err)
 	}
 	booted, _ := before.Booted()
 	req := Request(booted, a.Image, t)
 	if a.Exact {
 		if req, err = exactRequest(before, a.Override, t); err != nil {
-			return err
+			return stage.Report{}, err
 		}
 	}
 	req.AllowDowngrade = a.AllowDowngrade
-	if _, err := a.run(ctx, s, req); err != nil {
-		return a.busyAfter(ctx, err) // agent/stage's errors say "staging"; the engine knows the target
+	rep, err := a.run(ctx, s, req)
+	if err != nil {
+		return rep, a.busyAfter(ctx, err) // agent/stage's errors say "staging"; the engine knows the target
 	}
 	after, err := a.Client.Status(ctx)
 	if err != nil {
-		return fmt.Errorf("staging %s: %w", t.Checksum, err)
+		return rep, fmt.Errorf("staging %s: %w", t.Checksum, err)
 	}
 	if !rpmostree.StagedChanged(before, after) {
-		return fmt.Errorf("staging %s: %w", t.Checksum, errNothingStaged)
+		return rep, fmt.Errorf("staging %s: %w", t.Checksum, ErrNothingStaged)
 	}
 	if a.Exact {
-		return exactStaged(ctx, a.Client, after, t)
+		return rep, exactStaged(ctx, a.Client, after, t)
 	}
-	return nil
+	return rep, nil
 }
 
-var errNothingStaged = errors.New("rpm-ostree made no new staged deployment (nothing new, or already staged and not re-locked)")
+// ErrNothingStaged: the staging command left no new staged deployment.
+var ErrNothingStaged = errors.New("rpm-ostree made no new staged deployment (nothing new, or already staged and not re-locked)")
 
 // errStagedNotChosen: an exact staging (an update graph's release) left
 // another release staged than the one chosen.
@@ -143,7 +151,7 @@ var errStagedNotChosen = errors.New("rpm-ostree staged another release than the 
 func exactStaged(ctx context.Context, c *rpmostree.Client, st *rpmostree.Status, t state.Target) error {
 	s, ok := st.Staged()
 	if !ok {
-		return fmt.Errorf("staging %s: %w", t.Checksum, errNothingStaged)
+		return fmt.Errorf("staging %s: %w", t.Checksum, ErrNothingStaged)
 	}
 	if s.Target() == t.Checksum {
 		if w := graph.ConfirmStream(s, t.Stream); w != nil {
@@ -274,7 +282,7 @@ func (p PlainStager) Stage(ctx context.Context, t state.Target) error {
 		return mapBusy(err) // "staging <request>: ..."
 	}
 	if !res.Changed {
-		return fmt.Errorf("staging %s: %w", t.Checksum, errNothingStaged)
+		return fmt.Errorf("staging %s: %w", t.Checksum, ErrNothingStaged)
 	}
 	if p.Exact {
 		after, err := p.Client.Status(ctx)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/update-agent/update-agent/agent/adapters"
 	"github.com/update-agent/update-agent/agent/etcdclient"
+	"github.com/update-agent/update-agent/agent/graph"
 	"github.com/update-agent/update-agent/agent/owner"
 )
 
@@ -31,6 +32,9 @@ const (
 	// exitMemberNoLock: lock.enabled = false on a host found to run an etcd
 	// member; only the configuration can fix it (RestartPreventExitStatus).
 	exitMemberNoLock = 80
+	// exitWrongStream: stage-once staged an update graph's release that
+	// turned out to be on another stream, and discarded it.
+	exitWrongStream = 81
 )
 
 func isForeignUpdater(err error) bool { return errors.Is(err, owner.ErrForeignUpdater) }
@@ -104,6 +108,8 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitForeignDriver
 	case errors.As(err, &mn):
 		return exitMemberNoLock
+	case errors.Is(err, graph.ErrWrongStream):
+		return exitWrongStream
 	default:
 		return exitFailure
 	}

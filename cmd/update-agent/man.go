@@ -69,7 +69,10 @@ Another update driver (zincati) owns rpm-ostree on this host, or bootc's own upd
 .TP
 .B %d
 lock.enabled = false on a host found to run an etcd member; systemd does not restart the daemon.
-`, exitOK, exitFailure, exitUsage, exitWaiting, exitBadConfig, exitForeignDriver, exitMemberNoLock)
+.TP
+.B %d
+stage-once staged the update graph's release from another stream than the one followed, and discarded it.
+`, exitOK, exitFailure, exitUsage, exitWaiting, exitBadConfig, exitForeignDriver, exitMemberNoLock, exitWrongStream)
 	b.WriteString(`.SH FILES
 .TP
 .I /usr/lib/update-agent/config.d/00-defaults.toml

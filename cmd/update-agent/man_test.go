@@ -38,7 +38,7 @@ func TestManPageIsCurrent(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{`\-root string`, "Examples:", `update\-agent lock release cp2`, ".B 78\n", ".B 79\n", ".B 3\n"} {
+	for _, want := range []string{`\-root string`, "Examples:", `update\-agent lock release cp2`, ".B 78\n", ".B 79\n", ".B 81\n", ".B 3\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("man page lacks %q", want)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/update-agent/update-agent/agent/logging"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/agent/stage"
+	"github.com/update-agent/update-agent/agent/state"
 )
 
 // runStageOnce stages one update now, under the configured staging policy
@@ -63,6 +65,7 @@ func runStageOnce(env *cmdEnv, args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	client := newClient(cfg, log)
+	var target *state.Target
 	if req.Kind == rpmostree.StageUpgrade && cfg.Updates.Source == config.SourceGraph {
 		// The graph's release, exactly: never what the ref points at now.
 		t, why, err := graphTarget(ctx, cfg, *root, client, log)
@@ -73,34 +76,47 @@ func runStageOnce(env *cmdEnv, args []string) error {
 			fmt.Fprintf(env.stdout, "nothing to stage: %s\n", why)
 			return nil
 		}
-		st, err := client.Status(ctx)
-		if err == nil {
-			st, err = rpmostree.WithBootedOverride(st, rooted(*root, rpmostree.BootedOverrideFile))
-		}
-		if err != nil {
-			return err
-		}
-		if req, err = adapters.ExactRequest(st, *t); err != nil {
-			return err
-		}
-		req.AllowDowngrade = cfg.Updates.AllowDowngrade
+		target = t
 	}
-	s, _ := newStager(cfg, *root, rooted(*root, cfg.Agent.StateDir), client, nil, log)
+	s := newOnceStager(cfg, *root, client, log)
 	// Before anything asks rpm-ostree (building the command does not; the
 	// daemon-idle check does): a killed run may have left rpm-ostreed frozen.
 	stage.RecoverAtStart(ctx, log, s.Recover)
-	rep, err := s.Run(ctx, req)
-	what := "staged"
-	if rep.Unit.ExecMainStatus == rpmostree.ExitUnchanged {
+	var rep stage.Report
+	what, label := "staged", req.String()
+	if target != nil {
+		// The daemon's staging, checks and all (the graph's stream): a
+		// check of its own here would drift from the daemon's.
+		label = fmt.Sprintf("release %s (%s)", target.Version, target.Checksum)
+		rep, err = s.StageOnce(ctx, *target)
+		if errors.Is(err, adapters.ErrNothingStaged) {
+			what, err = "nothing new to stage", nil
+		}
+	} else if rep, err = s.Run(ctx, req); rep.Unit.ExecMainStatus == rpmostree.ExitUnchanged {
 		what = "nothing new to stage"
 	}
 	if err != nil {
 		what = "failed"
 	}
 	fmt.Fprintf(env.stdout, "%s: %s in %.1fs (setup %.1fs) on %v; guard: %v, %d freezes, %.1fs frozen, %d forced thaws; baseline: %s; write rate %.1f MB/s at the end, %d cuts\n",
-		req, what, rep.Duration.Seconds(), rep.Setup.Seconds(), rep.Disks, rep.Guarded, rep.Guard.Freezes, rep.Guard.Frozen.Seconds(), rep.Guard.ForcedThaws,
+		label, what, rep.Duration.Seconds(), rep.Setup.Seconds(), rep.Disks, rep.Guarded, rep.Guard.Freezes, rep.Guard.Frozen.Seconds(), rep.Guard.ForcedThaws,
 		rep.Baseline, float64(rep.Guard.Rate)/1e6, rep.Guard.RateCuts)
 	return err
+}
+
+// onceStager is how stage-once stages: Run a request as it is, or
+// StageOnce the graph's release as the daemon stages it.
+type onceStager interface {
+	Recover(ctx context.Context) error
+	Run(ctx context.Context, req rpmostree.StageRequest) (stage.Report, error)
+	StageOnce(ctx context.Context, t state.Target) (stage.Report, error)
+}
+
+// newOnceStager is the daemon's stager (newStager); tests swap in one
+// that needs no systemd.
+var newOnceStager = func(cfg *config.Config, root string, client *rpmostree.Client, log *slog.Logger) onceStager {
+	s, _ := newStager(cfg, root, rooted(root, cfg.Agent.StateDir), client, nil, log)
+	return s
 }
 
 // startCPUProfile profiles the process until the returned stop: the bench

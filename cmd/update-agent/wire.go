@@ -116,8 +116,7 @@ func wire(cfg *config.Config, root string, log *slog.Logger, status func(string)
 	if cfg.Updates.Source == config.SourceGraph {
 		a.graph = newGraphSource(cfg, root, a.log)
 		a.graph.Observer = metrics.NewGraph(a.metrics.Registry)
-		a.os.Graph, a.stager.Exact = a.graph, true
-		a.stager.Override = a.graph.Override
+		a.os.Graph = a.graph // newStager made the stager exact
 	}
 	a.stager.Done = func(rep stage.Report, _ error) {
 		a.metrics.GuardDecisions("freeze", rep.Guard.Freezes)

@@ -172,8 +172,9 @@ func iocostOptions(cfg *config.Config) stage.IOCostOptions {
 	}
 }
 
-// newStager builds the gentle stager of the daemon and stage-once; it dials
-// systemd on first use. keeper is the rolling latency baseline the daemon
+// newStager builds the gentle stager of the daemon and stage-once (one
+// builder, so that both stage a graph's release exactly and check it); it
+// dials systemd on first use. keeper is the rolling latency baseline the daemon
 // keeps while no staging runs (nil without the guard). board, when not
 // nil, shows the open window's pacing live (`status`, the metrics).
 func newStager(cfg *config.Config, root, stateDir string, client *rpmostree.Client, board *guard.Board, log *slog.Logger) (s *adapters.Stager, keeper *guard.Keeper) {
@@ -181,13 +182,19 @@ func newStager(cfg *config.Config, root, stateDir string, client *rpmostree.Clie
 	o.Guard.Board = board
 	keeper, _ = o.Baseline.(*guard.Keeper)
 	runner := oplog.Runner{Log: log}
-	image := ""
+	image, override := "", ""
 	if cfg.Updates.Source == config.SourceImage {
 		image = cfg.Updates.Image
+	}
+	exact := cfg.Updates.Source == config.SourceGraph
+	if exact {
+		override = rooted(root, rpmostree.BootedOverrideFile)
 	}
 	return &adapters.Stager{
 		Client:         client,
 		Image:          image,
+		Exact:          exact,
+		Override:       override,
 		AllowDowngrade: cfg.Updates.AllowDowngrade,
 		Txn: &txn.Settler{Daemon: client, Dir: stateDir, Bound: cfg.Staging.BusyWait.D(), Log: log,
 			BootID: func() (string, error) { return readBootID(root) }},
