@@ -118,6 +118,12 @@ func tomlValue(v reflect.Value) (string, error) {
 		} else {
 			x = t == IOCostOn
 		}
+	case EtcdIOWeight:
+		if t == EtcdIOWeightAuto {
+			x = "auto"
+		} else {
+			x = uint64(t)
+		}
 	case CPUWeight:
 		if t == CPUWeightIdle {
 			x = "idle"

@@ -142,9 +142,10 @@ type Staging struct {
 	IOCostVrateMax float64 `toml:"iocost_vrate_max"`
 	// IOCostIOWeight is the stager's and rpm-ostreed's IOWeight= while
 	// iocost is on (instead of IOWeight); IOCostEtcdIOWeight is
-	// etcd.local_unit's.
-	IOCostIOWeight     int `toml:"iocost_io_weight"`
-	IOCostEtcdIOWeight int `toml:"iocost_etcd_io_weight"`
+	// etcd.local_unit's, "auto" by default: raised where the journal does
+	// not order data, left alone where it does (iocost.EtcdWeight).
+	IOCostIOWeight     int          `toml:"iocost_io_weight"`
+	IOCostEtcdIOWeight EtcdIOWeight `toml:"iocost_etcd_io_weight"`
 }
 
 // Guard is the latency guard that paces staging from etcd's observed
@@ -406,7 +407,7 @@ func Default() *Config {
 			IOCostVrateMin:             5,
 			IOCostVrateMax:             150,
 			IOCostIOWeight:             1,
-			IOCostEtcdIOWeight:         10000,
+			IOCostEtcdIOWeight:         EtcdIOWeightAuto,
 		},
 		Guard: Guard{
 			Enabled: true,

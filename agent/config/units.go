@@ -177,6 +177,39 @@ func (c CPUWeight) String() string {
 	return strconv.FormatUint(uint64(c), 10)
 }
 
+// EtcdIOWeight is staging.iocost_etcd_io_weight: the IOWeight= etcd's unit
+// gets under iocost, 1-10000, or "auto" (EtcdIOWeightAuto): the agent
+// decides from the staging paths' journal (iocost.EtcdWeight).
+type EtcdIOWeight uint64
+
+// EtcdIOWeightAuto is "auto".
+const EtcdIOWeightAuto EtcdIOWeight = 0
+
+func (w *EtcdIOWeight) UnmarshalTOML(v any) error {
+	switch x := v.(type) {
+	case int64:
+		if x < 1 || x > 10000 {
+			return fmt.Errorf("must be 1-10000 or \"auto\", got %d", x)
+		}
+		*w = EtcdIOWeight(x)
+		return nil
+	case string:
+		if x == "auto" {
+			*w = EtcdIOWeightAuto
+			return nil
+		}
+		return fmt.Errorf("must be 1-10000 or \"auto\", got %q", x)
+	}
+	return fmt.Errorf("must be 1-10000 or \"auto\", got %s", tomlTypeName(v))
+}
+
+func (w EtcdIOWeight) String() string {
+	if w == EtcdIOWeightAuto {
+		return "auto"
+	}
+	return strconv.FormatUint(uint64(w), 10)
+}
+
 var sizeSuffixes = []struct {
 	s   string
 	exp int

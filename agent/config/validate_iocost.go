@@ -35,5 +35,7 @@ func (k *checker) iocost(c *Staging) {
 		k.failRel("staging.iocost_vrate_max", []string{"staging.iocost_vrate_min"}, "must be >= iocost_vrate_min (%v) and <= 10000 (percent), got %v", c.IOCostVrateMin, c.IOCostVrateMax)
 	}
 	k.intRange("staging.iocost_io_weight", c.IOCostIOWeight, 1, 10000)
-	k.intRange("staging.iocost_etcd_io_weight", c.IOCostEtcdIOWeight, 1, 10000)
+	if c.IOCostEtcdIOWeight > 10000 {
+		k.fail("staging.iocost_etcd_io_weight", "must be 1-10000 or \"auto\", got %d", c.IOCostEtcdIOWeight)
+	}
 }

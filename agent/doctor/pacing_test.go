@@ -132,13 +132,15 @@ func TestPacingLines(t *testing.T) {
 		// bound where a journal orders data (the stager's same decision,
 		// iocost.Disks and iocost.MemoryAllowance), the rate loop and 32M
 		// on XFS.
-		{"auto on ext4 data=ordered: iocost learning, 8M", ordered, func(d *Doctor) {
-			d.In.IOCost, d.In.MemoryHigh, d.In.MemoryHighAuto = iocost.Auto, 0, true
+		{"auto on ext4 data=ordered: iocost learning, 8M, etcd's own weight", ordered, func(d *Doctor) {
+			d.In.IOCost, d.In.MemoryHigh, d.In.MemoryHighAuto, d.In.IOCostEtcdIOWeight = iocost.Auto, 0, true, 0
 		}, []string{
 			`ok    io control     iocost: yes, used while staging; `,
 			`ok    pacing vda     iocost with the seed model, learning this disk in the window (staging.iocost = "auto" (as true: the journal orders data), no model for vda in staging.iocost_models)`,
 			`ok    pacing vdb     iocost with the seed model, learning this disk in the window (staging.iocost = "auto" (as true: the journal orders data), no model for vdb in staging.iocost_models)`,
 			`ok    page cache     bound 8M: iocost on an ordered journal (staging.memory_high = "auto")`,
+			`ok    io weights     under iocost on vda, vdb: IOWeight=1 on update-agent-staging.service and rpm-ostreed.service, etcd's unit keeps its own; ` +
+				`every other cgroup keeps their own IOWeight (systemd's default 100) (staging.iocost_io_weight; etcd.local_unit's from staging.iocost_etcd_io_weight, auto: left alone on a journal that orders data)`,
 		}},
 		{"auto on XFS: the rate loop, 32M", xfs, func(d *Doctor) {
 			d.In.IOCost, d.In.MemoryHigh, d.In.MemoryHighAuto = iocost.Auto, 0, true

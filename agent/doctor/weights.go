@@ -15,13 +15,14 @@ func (d Doctor) ioWeights(w window) Result {
 		unit = "" // another updater's transactions: the daemon alone
 	}
 	on := len(w.cost) > 0
-	ww := iocost.WindowWeights(on, unit, d.In.DaemonUnit, d.In.IOWeight, d.In.IOCostIOWeight, d.In.LocalUnit, d.In.IOCostEtcdIOWeight)
+	etcd, why := iocost.EtcdWeight(d.In.IOCostEtcdIOWeight, len(w.ordered) > 0)
+	ww := iocost.WindowWeights(on, unit, d.In.DaemonUnit, d.In.IOWeight, d.In.IOCostIOWeight, d.In.LocalUnit, etcd)
 	var detail string
 	switch {
 	case on:
 		detail = "under iocost on " + strings.Join(w.cost, ", ") + ": " + ww.String() +
-			" (staging.iocost_io_weight, staging.iocost_etcd_io_weight on etcd.local_unit)"
-		if !ww.EtcdRaised() && d.In.LocalUnit == "" && d.In.IOCostEtcdIOWeight > 0 {
+			" (staging.iocost_io_weight; etcd.local_unit's from staging.iocost_etcd_io_weight, " + why + ")"
+		if !ww.EtcdRaised() && d.In.LocalUnit == "" && etcd > 0 {
 			detail += "; etcd.local_unit is unset, so staging.iocost_etcd_io_weight goes nowhere"
 		}
 	default:

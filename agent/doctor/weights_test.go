@@ -30,7 +30,7 @@ func TestIOWeights(t *testing.T) {
 		{"companion mode: the daemon alone", func(d *Doctor) { d.In.UpdatesDisabled, d.In.PaceForeign = true, true },
 			"under iocost on vda: IOWeight=1 on rpm-ostreed.service, IOWeight=10000 on etcd.service"},
 		{"no etcd unit", func(d *Doctor) { d.In.LocalUnit = "" },
-			"etcd's unit keeps its own; " + others + " (staging.iocost_io_weight, staging.iocost_etcd_io_weight on etcd.local_unit); etcd.local_unit is unset, so staging.iocost_etcd_io_weight goes nowhere"},
+			"etcd's unit keeps its own; " + others + " (staging.iocost_io_weight; etcd.local_unit's from staging.iocost_etcd_io_weight, as configured); etcd.local_unit is unset, so staging.iocost_etcd_io_weight goes nowhere"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := good()

@@ -40,6 +40,30 @@ func WindowWeights(iocostOn bool, stagingUnit, daemonUnit string, policyWeight, 
 	return w
 }
 
+// EtcdRaisedWeight is etcd's unit's IOWeight= under iocost where the
+// journal does not order data: on XFS with etcd at its own weight (100)
+// a learned window let etcd's WAL fsync p99 go x13.2 alone against x4.07
+// (tests/bench/results/learn-xfs-200MiB-1).
+const EtcdRaisedWeight uint64 = 10000
+
+// EtcdWeight is the IOWeight= a window gives etcd's unit under iocost
+// (0: left alone), and why: the configured one (staging.iocost_etcd_io_weight,
+// 0 = "auto"), else left alone where the staging paths' journal orders
+// data, else EtcdRaisedWeight. On ext4 (ordered) with the 8M page cache
+// bound, etcd at its own weight staged in half the time, gave the other
+// tenants their share and kept etcd's worst bucket <= 128-256 ms
+// (tests/bench/results/auto-ext4-200MiB-1): a commit there waits for the
+// stager's data whatever etcd's weight, and 10000 mostly starved the rest.
+func EtcdWeight(configured uint64, ordersData bool) (uint64, string) {
+	switch {
+	case configured > 0:
+		return configured, "as configured"
+	case ordersData:
+		return 0, "auto: left alone on a journal that orders data"
+	}
+	return EtcdRaisedWeight, "auto: raised on a journal that does not order data"
+}
+
 // EtcdRaised: the window gives etcd's unit its own weight.
 func (w Weights) EtcdRaised() bool { return w.EtcdUnit != "" && w.Etcd > 0 }
 

@@ -47,3 +47,22 @@ func TestWindowWeights(t *testing.T) {
 		})
 	}
 }
+
+// "auto" leaves etcd's weight alone where the journal orders data and
+// raises it elsewhere; a configured weight wins on both.
+func TestEtcdWeight(t *testing.T) {
+	for _, tc := range []struct {
+		configured uint64
+		ordersData bool
+		want       uint64
+	}{
+		{0, true, 0},
+		{0, false, EtcdRaisedWeight},
+		{500, true, 500},
+		{500, false, 500},
+	} {
+		if got, why := EtcdWeight(tc.configured, tc.ordersData); got != tc.want || why == "" {
+			t.Errorf("EtcdWeight(%d, %v) = %d (%q), want %d", tc.configured, tc.ordersData, got, why, tc.want)
+		}
+	}
+}

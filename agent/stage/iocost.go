@@ -23,7 +23,7 @@ type IOCostOptions struct {
 	// baseline when there is one.
 	Targets iocost.Targets
 	// IOWeight replaces Policy.IOWeight on the stager and the daemon;
-	// EtcdIOWeight goes on EtcdUnit (0: left alone).
+	// EtcdIOWeight goes on EtcdUnit (0: "auto", iocost.EtcdWeight).
 	IOWeight, EtcdIOWeight uint64
 }
 
@@ -97,6 +97,9 @@ type iocostWindow struct {
 	ids   map[string]string
 	// foreign: around somebody else's transaction, no staging unit.
 	foreign bool
+	// ordersData: the staging paths' journal orders data (etcd's weight
+	// follows it, iocost.EtcdWeight).
+	ordersData bool
 }
 
 // walFsyncP99 is etcd's WAL fsync p99 in the guard's baseline, 0 when
@@ -150,5 +153,6 @@ func (s *Stager) iocostWeights(w *iocostWindow) iocost.Weights {
 	if w.foreign {
 		unit = ""
 	}
-	return iocost.WindowWeights(true, unit, s.o.DaemonUnit, s.o.Policy.IOWeight, s.o.IOCost.IOWeight, s.o.EtcdUnit, s.o.IOCost.EtcdIOWeight)
+	etcd, _ := iocost.EtcdWeight(s.o.IOCost.EtcdIOWeight, w.ordersData)
+	return iocost.WindowWeights(true, unit, s.o.DaemonUnit, s.o.Policy.IOWeight, s.o.IOCost.IOWeight, s.o.EtcdUnit, etcd)
 }

@@ -40,6 +40,9 @@ func (e *env) iocostEnv(t *testing.T, withKernel bool) (qos, model string) {
 	return qos, model
 }
 
+// vdbModel is an operator's model for the staging disk.
+const vdbModel = "vdb rbps=20000000 rseqiops=500 rrandiops=500 wbps=20000000 wseqiops=500 wrandiops=500"
+
 // windowQoS is the QoS derived from the baseline on a disk whose model is
 // given or learned; seededQoS on one that starts from the seed, which
 // vrate may scale up to iocost.SeedVrateMax.
@@ -170,7 +173,6 @@ func TestRunWithoutIOCostFallsBackToTheRateLoop(t *testing.T) {
 // for the window's disk the rate loop paces, the journal saying so only
 // when models were given for other disks.
 func TestRunWithModelOnly(t *testing.T) {
-	const vdbModel = "vdb rbps=20000000 rseqiops=500 rrandiops=500 wbps=20000000 wseqiops=500 wrandiops=500"
 	for _, tc := range []struct {
 		name    string
 		models  []string

@@ -70,7 +70,7 @@ func (s *Stager) open(ctx context.Context, j *journal, rep *Report, foreign bool
 	setupStart := time.Now()
 	s.log.Info("staging setup started", "disks", rep.Disks, "foreign", foreign)
 	if useIOCost {
-		w.cost = &iocostWindow{disks: costDisks, base: base, foreign: foreign}
+		w.cost = &iocostWindow{disks: costDisks, base: base, foreign: foreign, ordersData: ordersData}
 	}
 	mode := writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, g != nil, ordersData, useIOCost)
 	policy, err := s.setup(ctx, j, rep.Disks, mode, w.cost, w.memoryHigh)
