@@ -107,15 +107,11 @@ func TestExactRequestOCI(t *testing.T) {
 	}
 }
 
-// An exact staging whose staged release names another stream than the one
-// the graph was asked for returns graph.WrongStreamError, which the engine
-// sets aside and discards (engine.PulledRelease); zincati's
-// confirm_valid_stream. The stand-in's commits name no stream: a wrapper
-// adds one to status, as a Fedora CoreOS commit carries it.
-func TestExactStagingChecksStream(t *testing.T) {
-	ctx := context.Background()
-	env, _, stager := host(t)
-	chosen := env.Publish(env.Ref, 1)
+// onStreamNext makes stager exact, its rpm-ostree's status naming stream
+// "next" on every deployment: the stand-in's commits name no stream, and a
+// Fedora CoreOS commit carries it.
+func onStreamNext(t *testing.T, stager *PlainStager) {
+	t.Helper()
 	wrapper := filepath.Join(t.TempDir(), "rpm-ostree")
 	script := "#!/bin/sh\nif [ \"$1\" = status ]; then " + stager.Client.Path +
 		" \"$@\" | sed 's/\"ostree.bootable\": *true/&,\"fedora-coreos.stream\":\"next\"/g'; exit $?; fi\nexec " + stager.Client.Path + " \"$@\"\n"
@@ -125,6 +121,18 @@ func TestExactStagingChecksStream(t *testing.T) {
 	c := *stager.Client
 	c.Path = wrapper
 	stager.Client, stager.Exact = &c, true
+}
+
+// An exact staging whose staged release names another stream than the one
+// the graph was asked for returns graph.WrongStreamError, which the engine
+// sets aside and discards (engine.PulledRelease); zincati's
+// confirm_valid_stream. The stand-in's commits name no stream: a wrapper
+// adds one to status, as a Fedora CoreOS commit carries it.
+func TestExactStagingChecksStream(t *testing.T) {
+	ctx := context.Background()
+	env, _, stager := host(t)
+	chosen := env.Publish(env.Ref, 1)
+	onStreamNext(t, &stager)
 	err := stager.Stage(ctx, state.Target{Checksum: chosen, Version: "41.2", Stream: "stable"})
 	var p engine.PulledRelease
 	if !errors.Is(err, graph.ErrWrongStream) || !errors.As(err, &p) || p.PulledChecksum() != chosen {
@@ -147,15 +155,7 @@ func TestStageOnceDiscardsAnotherStream(t *testing.T) {
 	ctx := context.Background()
 	env, o, stager := host(t)
 	chosen := env.Publish(env.Ref, 1)
-	wrapper := filepath.Join(t.TempDir(), "rpm-ostree")
-	script := "#!/bin/sh\nif [ \"$1\" = status ]; then " + stager.Client.Path +
-		" \"$@\" | sed 's/\"ostree.bootable\": *true/&,\"fedora-coreos.stream\":\"next\"/g'; exit $?; fi\nexec " + stager.Client.Path + " \"$@\"\n"
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c := *stager.Client
-	c.Path = wrapper
-	stager.Client, stager.Exact = &c, true
+	onStreamNext(t, &stager)
 	_, err := stager.StageOnce(ctx, state.Target{Checksum: chosen, Version: "41.2", Stream: "stable"})
 	if !errors.Is(err, graph.ErrWrongStream) || !strings.Contains(err.Error(), "discarded its staged deployment") {
 		t.Fatalf("err = %v, want the release on stream next discarded", err)

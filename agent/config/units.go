@@ -149,25 +149,32 @@ type CPUWeight uint64
 const CPUWeightIdle CPUWeight = 0
 
 func (c *CPUWeight) UnmarshalTOML(v any) error {
+	n, err := weightOr(v, "idle")
+	*c = CPUWeight(n)
+	return err
+}
+
+// weightOr parses a weight 1-10000 (an integer, or one in a string) or
+// word, which is 0.
+func weightOr(v any, word string) (uint64, error) {
+	bad := func(got string) error { return fmt.Errorf("must be 1-10000 or %q, got %s", word, got) }
 	switch x := v.(type) {
 	case int64:
 		if x < 1 || x > 10000 {
-			return fmt.Errorf("must be 1-10000 or \"idle\", got %d", x)
+			return 0, bad(strconv.FormatInt(x, 10))
 		}
-		*c = CPUWeight(x)
-		return nil
+		return uint64(x), nil
 	case string:
-		if x == "idle" {
-			*c = CPUWeightIdle
-			return nil
+		if x == word {
+			return 0, nil
 		}
 		n, err := strconv.ParseInt(x, 10, 64)
 		if err != nil {
-			return fmt.Errorf("must be 1-10000 or \"idle\", got %q", x)
+			return 0, bad(strconv.Quote(x))
 		}
-		return c.UnmarshalTOML(n)
+		return weightOr(n, word)
 	}
-	return fmt.Errorf("must be 1-10000 or \"idle\", got %s", tomlTypeName(v))
+	return 0, bad(tomlTypeName(v))
 }
 
 func (c CPUWeight) String() string {
@@ -186,21 +193,9 @@ type EtcdIOWeight uint64
 const EtcdIOWeightAuto EtcdIOWeight = 0
 
 func (w *EtcdIOWeight) UnmarshalTOML(v any) error {
-	switch x := v.(type) {
-	case int64:
-		if x < 1 || x > 10000 {
-			return fmt.Errorf("must be 1-10000 or \"auto\", got %d", x)
-		}
-		*w = EtcdIOWeight(x)
-		return nil
-	case string:
-		if x == "auto" {
-			*w = EtcdIOWeightAuto
-			return nil
-		}
-		return fmt.Errorf("must be 1-10000 or \"auto\", got %q", x)
-	}
-	return fmt.Errorf("must be 1-10000 or \"auto\", got %s", tomlTypeName(v))
+	n, err := weightOr(v, "auto")
+	*w = EtcdIOWeight(n)
+	return err
 }
 
 func (w EtcdIOWeight) String() string {
