@@ -12,6 +12,7 @@ import (
 	"github.com/update-agent/update-agent/agent/graph"
 	"github.com/update-agent/update-agent/agent/rpmostree"
 	"github.com/update-agent/update-agent/agent/state"
+	"github.com/update-agent/update-agent/tests/rpmostree/standintest"
 )
 
 // An exact staging (updates.source = "graph") that leaves another release
@@ -112,14 +113,8 @@ func TestExactRequestOCI(t *testing.T) {
 // Fedora CoreOS commit carries it.
 func onStreamNext(t *testing.T, stager *PlainStager) {
 	t.Helper()
-	wrapper := filepath.Join(t.TempDir(), "rpm-ostree")
-	script := "#!/bin/sh\nif [ \"$1\" = status ]; then " + stager.Client.Path +
-		" \"$@\" | sed 's/\"ostree.bootable\": *true/&,\"fedora-coreos.stream\":\"next\"/g'; exit $?; fi\nexec " + stager.Client.Path + " \"$@\"\n"
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	c := *stager.Client
-	c.Path = wrapper
+	c.Path = standintest.OnStream(t, stager.Client.Path, "next")
 	stager.Client, stager.Exact = &c, true
 }
 

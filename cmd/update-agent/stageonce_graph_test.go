@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -50,12 +48,7 @@ func TestStageOnceGraphChecksStream(t *testing.T) {
 	next := env.Publish(env.Ref, 1)
 	srv := gt.New(gt.Release{Version: "40.1", Checksum: b.Checksum, Rollout: gt.Done}, gt.Release{Version: "40.2", Checksum: next, Rollout: gt.Done})
 	defer srv.Close()
-	wrapper := filepath.Join(t.TempDir(), "rpm-ostree")
-	script := "#!/bin/sh\nif [ \"$1\" = status ]; then " + plain.Path +
-		" \"$@\" | sed 's/\"ostree.bootable\": *true/&,\"fedora-coreos.stream\":\"next\"/g'; exit $?; fi\nexec " + plain.Path + " \"$@\"\n"
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	wrapper := standintest.OnStream(t, plain.Path, "next")
 	conf := func(stream string) map[string]string {
 		return map[string]string{"50-test.toml": `
 [agent]

@@ -4,8 +4,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	"github.com/update-agent/update-agent/agent/engine"
 	gt "github.com/update-agent/update-agent/agent/graph/graphtest"
 	"github.com/update-agent/update-agent/agent/state"
+	"github.com/update-agent/update-agent/tests/rpmostree/standintest"
 )
 
 // waitPulled waits until the engine gave up target as pulled: set aside,
@@ -128,12 +127,7 @@ func TestGraphStagedOnAnotherStream(t *testing.T) {
 	base := booted(t, a)
 	time.Sleep(1100 * time.Millisecond) // commit timestamps are seconds
 	other := a.env.Publish(a.env.Ref, 1)
-	g.rpmOstree = filepath.Join(t.TempDir(), "rpm-ostree")
-	script := "#!/bin/sh\nif [ \"$1\" = status ]; then " + bin.RpmOstree +
-		" \"$@\" | sed 's/\"ostree.bootable\": *true/&,\"fedora-coreos.stream\":\"next\"/g'; exit $?; fi\nexec " + bin.RpmOstree + " \"$@\"\n"
-	if err := os.WriteFile(g.rpmOstree, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	g.rpmOstree = standintest.OnStream(t, bin.RpmOstree, "next")
 	g.srv.Set(gt.Release{Version: "40.1", Checksum: base, Rollout: gt.Done}, gt.Release{Version: "40.2", Checksum: other, Rollout: gt.Done})
 	g.start()
 	g.wait("40.2 set aside as on another stream, discarded", func(s engine.Snapshot) bool {

@@ -358,3 +358,18 @@ func (e *Env) BootImage(image string) {
 	}
 	e.PlannedReboot()
 }
+
+// OnStream writes an rpm-ostree wrapper around rpmOstree whose status names
+// stream on every deployment (the fedora-coreos.stream commit metadata a
+// Fedora CoreOS commit carries and the stand-in's commits lack) and returns
+// its path.
+func OnStream(t testing.TB, rpmOstree, stream string) string {
+	t.Helper()
+	wrapper := filepath.Join(t.TempDir(), "rpm-ostree")
+	script := "#!/bin/sh\nif [ \"$1\" = status ]; then " + rpmOstree +
+		" \"$@\" | sed 's/\"ostree.bootable\": *true/&,\"fedora-coreos.stream\":\"" + stream + "\"/g'; exit $?; fi\nexec " + rpmOstree + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return wrapper
+}
