@@ -27,16 +27,13 @@ const seedIOPS = 500
 const seedBytesPerIO = 125 << 20 / 3000
 
 // Seed is the model of a disk nothing is known about: etcd's recommended
-// IOPS at a cloud volume's shape. Wrong for most disks, which is why a
-// window on the seed has wide vrate bounds (SeedVrateMax).
+// IOPS at a cloud volume's shape. Wrong for most disks: the kernel scales
+// it within staging.iocost_vrate_max (1000 %: a disk 10x the seed's rate
+// is found in one window, a faster one over several, each starting from
+// the last).
 var Seed = Model{User: true,
 	RBps: seedIOPS * seedBytesPerIO, RSeqIOPS: seedIOPS, RRandIOPS: seedIOPS,
 	WBps: seedIOPS * seedBytesPerIO, WSeqIOPS: seedIOPS, WRandIOPS: seedIOPS}
-
-// SeedVrateMax is the vrate bound a window on the seed may climb to
-// (percent): a disk 10x the seed's rate is found in one window, a faster
-// one over several (each starts from the last).
-const SeedVrateMax = 1000.0
 
 // MinLearnWindow is the shortest window whose vrate is taken: the kernel
 // waits out 4 busy periods before it moves and steps by at most 16 % a

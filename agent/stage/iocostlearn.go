@@ -7,8 +7,8 @@ import (
 )
 
 // iocostPlans is each disk's model for the window: the operator's, else
-// the one learned on the disk, else the seed, which may climb to
-// iocost.SeedVrateMax. A disk without an ID (sysfs unreadable) runs the
+// the one learned on the disk, else the seed, all within the same vrate
+// bounds (the QoS decides how far a wrong model is scaled). A disk without an ID (sysfs unreadable) runs the
 // seed and learns nothing.
 func (s *Stager) iocostPlans(disks []string, q iocost.QoS) (plans []iocost.DiskPlan, ids map[string]string) {
 	set, err := s.iocost.LoadLearned()
@@ -31,14 +31,10 @@ func (s *Stager) iocostPlans(disks []string, q iocost.QoS) (plans []iocost.DiskP
 		if err != nil {
 			s.log.Warn("iocost: starting from the seed model", "disk", d, "err", err)
 		}
-		dq := q
-		if src == iocost.Seeded {
-			dq.Max = max(dq.Max, iocost.SeedVrateMax)
-		}
 		if id != "" {
 			ids[d] = id
 		}
-		plans = append(plans, iocost.DiskPlan{Disk: d, QoS: dq, Model: &m, Source: src})
+		plans = append(plans, iocost.DiskPlan{Disk: d, QoS: q, Model: &m, Source: src})
 	}
 	return plans, ids
 }

@@ -68,7 +68,7 @@ func TestIOCostLearnsTheDisk(t *testing.T) {
 		windows   int
 		pacing    string
 	}{
-		{45 * time.Second, "31.20", seed, seededQoS, learned1, 1, "iocost (vdb seed)"},
+		{45 * time.Second, "31.20", seed, windowQoS, learned1, 1, "iocost (vdb seed)"},
 		{45 * time.Second, "120.00", learned1.Line("252:16"), windowQoS, learned2, 2, "iocost (vdb learned)"},
 		// Too short to say anything: the model stays.
 		{10 * time.Second, "400.00", learned2.Line("252:16"), windowQoS, learned2, 2, "iocost (vdb learned)"},

@@ -93,7 +93,7 @@ func TestRunAutoPacingFollowsTheJournal(t *testing.T) {
 			if rep.IOCost != tc.iocost || rep.Pacing != tc.pacing {
 				t.Errorf("iocost %v, pacing %q; want %v, %q", rep.IOCost, rep.Pacing, tc.iocost, tc.pacing)
 			}
-			if wantQoS := map[bool]string{true: seededQoS, false: ""}[tc.iocost]; !tc.model && inWindow != wantQoS {
+			if wantQoS := map[bool]string{true: windowQoS, false: ""}[tc.iocost]; !tc.model && inWindow != wantQoS {
 				t.Errorf("io.cost.qos in the window %q, want %q", inWindow, wantQoS)
 			}
 			if etcd != tc.etcdWeight {

@@ -265,6 +265,12 @@ func IOCostScenarios(d Disk) []Scenario {
 		{ID: "i-iocost-model-mem256M", Stager: Agent, AgentConfig: models + "memory_high = \"256M\"\n"},
 		{ID: "i-iocost-loose", Stager: Agent, AgentConfig: "[staging]\niocost = true\niocost_latency_target = \"50ms\"\niocost_vrate_min = 25.0\n"},
 		{ID: "i-iocost-noguard", Stager: Agent, AgentConfig: "[staging]\niocost = true\n[guard]\nenabled = false\n"},
+		// On a journal that orders data a commit (etcd's fdatasync) waits
+		// for the stager's own data bios, which iocost holds at the
+		// stager's weight: the defaults with the stager at the other
+		// units' weight, and the 8M page cache bound without iocost.
+		{ID: "i-iocost-stager-weight-100", Stager: Agent, AgentConfig: "[staging]\niocost_io_weight = 100\n"},
+		{ID: "k-iocost-off-mem8M", Stager: Agent, AgentConfig: "[staging]\niocost = false\nmemory_high = \"8M\"\n"},
 	}
 }
 
