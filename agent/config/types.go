@@ -406,7 +406,7 @@ func Default() *Config {
 			IOCost:                     IOCostAuto,
 			IOCostModels:               []string{},
 			IOCostDefaultLatencyTarget: Duration(20 * time.Millisecond),
-			IOCostPercentile:           95,
+			IOCostPercentile:           99,
 			IOCostVrateMin:             5,
 			IOCostVrateMax:             1000,
 			IOCostIOWeight:             1,

@@ -88,7 +88,7 @@ func TestWireMapsConfig(t *testing.T) {
 		t.Errorf("zero share and IO size %+v, want the loop's off (negative)", rc)
 	}
 	if ic := o.IOCost; ic.Mode != iocost.Auto || ic.IOWeight != 1 || ic.EtcdIOWeight != 0 || ic.Targets.Promise != 1.3 ||
-		ic.Targets.Default != 20*time.Millisecond || ic.Targets.Percentile != 95 || ic.Targets.VrateMin != 5 || ic.Targets.VrateMax != 1000 {
+		ic.Targets.Default != 20*time.Millisecond || ic.Targets.Percentile != 99 || ic.Targets.VrateMin != 5 || ic.Targets.VrateMax != 1000 {
 		t.Errorf("iocost options %+v, want auto by default (by the journal), with the default weights and targets", ic)
 	}
 	if !o.MemoryHighAuto || o.Policy.MemoryHigh != 0 {

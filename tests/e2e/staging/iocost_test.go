@@ -70,7 +70,7 @@ func dataDiskModel() (conf, shown string) {
 // windowQoS is the window's QoS line: no etcd metrics in the guest, so
 // the default 20 ms target; vrate up to 1000 % whatever the model's
 // source (given, learned or the seed).
-const windowQoS = "enable=1 ctrl=user rpct=95.00 rlat=20000 wpct=95.00 wlat=20000 min=5.00 max=1000.00"
+const windowQoS = "enable=1 ctrl=user rpct=99.00 rlat=20000 wpct=99.00 wlat=20000 min=5.00 max=1000.00"
 
 // assertCostWindow checks iocost on the data disk, with the QoS and the
 // model shown as wantQoS and model (prefixes), and the weights while the
