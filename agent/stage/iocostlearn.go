@@ -8,8 +8,8 @@ import (
 
 // iocostPlans is each disk's model for the window: the operator's, else
 // the one learned on the disk, else the seed, all within the same vrate
-// bounds (the QoS decides how far a wrong model is scaled). A disk without an ID (sysfs unreadable) runs the
-// seed and learns nothing.
+// bounds (the QoS decides how far a wrong model is scaled). A disk
+// without an ID (sysfs unreadable) runs the seed and learns nothing.
 func (s *Stager) iocostPlans(disks []string, q iocost.QoS) (plans []iocost.DiskPlan, ids map[string]string) {
 	set, err := s.iocost.LoadLearned()
 	if err != nil {
