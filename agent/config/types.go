@@ -231,6 +231,11 @@ type Guard struct {
 	// (full-ostree-xfs-600MiB-5); on the fast disk etcd was over target at
 	// the loop's floor either way.
 	LearnPeriod Duration `toml:"learn_period"`
+	// IOCostBrake: under iocost, etcd's latency over LatencyFactor x its
+	// baseline p99 halves the window's cost models (the vrate held where
+	// it was) and calm raises them back: a model that overstates the disk
+	// is caught by etcd's own latency (guard.StepModel).
+	IOCostBrake bool `toml:"iocost_brake"`
 }
 
 // Lock is the reboot semaphore in etcd.
@@ -436,6 +441,7 @@ func Default() *Config {
 			RateIOSizeKiB:         0,
 			BaselineMaxAge:        Duration(15 * time.Minute),
 			LearnPeriod:           Duration(10 * time.Second),
+			IOCostBrake:           true,
 		},
 		Lock: Lock{
 			Enabled:        true,

@@ -236,6 +236,10 @@ type Stats struct {
 	// often it cut (0 when not pacing by rate).
 	Rate     uint64
 	RateCuts int
+	// ModelScale is the scale the model brake ended at (0: not on),
+	// ModelCuts how often it cut.
+	ModelScale float64
+	ModelCuts  int
 	// FutileRetries counts freezes tried once freezing was seen not to
 	// help (Config.FutileFreezes).
 	FutileRetries int

@@ -38,6 +38,9 @@ type Options struct {
 	// Rate, when Set is not nil, paces the units' write rate in a closed
 	// loop (StepRate) beside the freezing, which stays the emergency brake.
 	Rate RateOptions
+	// Model, when Set is not nil, scales the staging disks' iocost models
+	// down when etcd is over the brake's limit (StepModel).
+	Model ModelOptions
 	// Board, when not nil, gets each step's brake state and etcd's WAL
 	// fsync p99 against the baseline while the window it was opened for
 	// is open (`status`, the metrics).
@@ -203,6 +206,11 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 	ctrl := NewController(cfg, base)
 	clk, log := g.o.Clock, g.o.Log
 	var rate RateState
+	var model ModelState
+	mcfg := g.o.Model.Config.WithDefaults(cfg.WithDefaults().FreezeFactor)
+	if mcfg.Deadline == 0 {
+		mcfg.Deadline = cfg.Deadline
+	}
 	win := Window{Span: g.o.Window}
 	long := Window{Span: RateWindow}
 	everFrozen := false
@@ -231,9 +239,14 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 		}
 		st = ctrl.Stats(clk.Now())
 		st.Rate, st.RateCuts = rate.Rate, rateCuts
+		st.ModelScale, st.ModelCuts = model.Scale, model.Cuts
 		g.o.Board.step(func(l *Live) { l.Braking = false })
-		log.Info("latency guard stopped", "freezes", st.Freezes, "forced_thaws", st.ForcedThaws,
-			"futile_retries", st.FutileRetries, "frozen_seconds", round3(st.Frozen.Seconds()), "reason", why)
+		a := []any{"freezes", st.Freezes, "forced_thaws", st.ForcedThaws,
+			"futile_retries", st.FutileRetries, "frozen_seconds", round3(st.Frozen.Seconds()), "reason", why}
+		if g.o.Model.Set != nil {
+			a = append(a, "model_cuts", st.ModelCuts, "model_scale", round3(st.ModelScale))
+		}
+		log.Info("latency guard stopped", a...)
 	}()
 
 	var lastErr string
@@ -327,6 +340,23 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 			if rd.Changed || first {
 				if err := g.o.Rate.Set(ctx, rd.Rate); err != nil {
 					log.Warn("staging write rate not set", "err", err)
+				}
+			}
+		}
+		if g.o.Model.Set != nil {
+			in := RateInput{Sample: s}
+			if longOK {
+				in.Long = ls
+			}
+			var md ModelDecision
+			model, md = StepModel(mcfg, base, model, in)
+			if md.Cut {
+				long.Cut() // what comes after a cut is judged on its own
+			}
+			if md.Changed {
+				log.Info("iocost model scale", md.LogAttrs()...)
+				if err := g.o.Model.Set(ctx, md.Scale); err != nil {
+					log.Warn("iocost model not scaled", "err", err)
 				}
 			}
 		}

@@ -100,6 +100,11 @@ type iocostWindow struct {
 	// ordersData: the staging paths' journal orders data (etcd's weight
 	// follows it, iocost.EtcdWeight).
 	ordersData bool
+	// started and scale are the model brake's (scaleIOCost): the plans as
+	// applied, and the scale the plans are at now. Only the guard's
+	// goroutine writes them while it runs.
+	started []startedPlan
+	scale   float64
 }
 
 // walFsyncP99 is etcd's WAL fsync p99 in the guard's baseline, 0 when

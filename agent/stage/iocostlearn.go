@@ -40,8 +40,8 @@ func (s *Stager) iocostPlans(disks []string, q iocost.QoS) (plans []iocost.DiskP
 }
 
 // learnIOCost keeps, for each disk the window learns on, the model it
-// ran times the vrate the kernel ended at, and says so in a line an
-// operator can pin in staging.iocost_models.
+// ran (as the brake left it) times the vrate the kernel ended at, and
+// says so in a line an operator can pin in staging.iocost_models.
 func (s *Stager) learnIOCost(w *iocostWindow, ran time.Duration) {
 	if w == nil {
 		return
@@ -53,13 +53,21 @@ func (s *Stager) learnIOCost(w *iocostWindow, ran time.Duration) {
 	}
 	changed := false
 	for _, p := range w.plans {
-		id := w.ids[p.Disk]
-		if !p.Source.Learns() || id == "" || p.Model == nil {
+		if p.Model == nil {
 			continue
 		}
 		v, err := s.iocost.Vrate(p.Disk)
 		if err != nil {
-			s.log.Warn("iocost: not learning from this window", "disk", p.Disk, "err", err)
+			s.log.Warn("iocost: the window's end vrate unread; not learning from it", "disk", p.Disk, "err", err)
+			continue
+		}
+		// Every source says where the kernel and the brake ended: a
+		// given model far from the disk shows here first.
+		a := []any{"disk", p.Disk, "model_source", p.Source.Short(), "vrate_pct", v,
+			"model_scale", round3(w.modelScale()), "disk_at", p.Disk + " " + p.Model.Scale(v).Params()}
+		s.log.Info("iocost at the window's end", a...)
+		id := w.ids[p.Disk]
+		if !p.Source.Learns() || id == "" {
 			continue
 		}
 		m, ok := iocost.Learn(*p.Model, v, ran)

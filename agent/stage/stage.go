@@ -165,6 +165,9 @@ type GuardOptions struct {
 	// MetricsEvery spaces the scrapes of MetricsURL (at least Interval;
 	// 0: a second).
 	MetricsEvery time.Duration
+	// IOCostBrake: under iocost, etcd over the brake's limit scales the
+	// window's models down (guard.StepModel; guard.iocost_brake).
+	IOCostBrake bool
 	guard.Options
 	// Source replaces the real inputs (tests).
 	Source guard.Source

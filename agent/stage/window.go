@@ -60,7 +60,12 @@ func (s *Stager) open(ctx context.Context, j *journal, rep *Report, foreign bool
 	w.memoryHigh = s.choosePacing(costDisks, ordersData)
 	rep.MemoryHigh = w.memoryHigh
 	loop := writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, s.o.Guard.Enabled, ordersData, useIOCost) == rateLoop
-	g, base, closeInputs := s.prepareGuard(ctx, rep.Disks, loop, foreign, rep)
+	var scaleModel func(context.Context, float64) error
+	if useIOCost {
+		// w.cost is set below, before the guard runs.
+		scaleModel = func(_ context.Context, scale float64) error { return s.scaleIOCost(w.cost, scale) }
+	}
+	g, base, closeInputs := s.prepareGuard(ctx, rep.Disks, loop, foreign, rep, scaleModel)
 	w.closers = append(w.closers, closeInputs)
 	w.g, w.base = g, base
 	if ctx.Err() != nil {
@@ -139,10 +144,11 @@ func (s *Stager) pace(ctx context.Context, j *journal, w *window, rep *Report, u
 	}
 	return func(why string) {
 		stopGuard(errors.New(why))
-		s.learnIOCost(w.cost, s.now().Sub(start))
 		if w.g != nil {
+			// Before learning: the guard may be scaling the models.
 			rep.Guard = <-gdone
 		}
+		s.learnIOCost(w.cost, s.now().Sub(start))
 		<-mdone
 	}
 }

@@ -91,6 +91,7 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 		MetricsURL:   g.MetricsURL,
 		MetricsTLS:   metricsTLS,
 		MetricsEvery: g.MetricsInterval.D(),
+		IOCostBrake:  g.IOCostBrake,
 		Options: guard.Options{Config: gc, Baseline: gb, Interval: g.Interval.D(), Window: g.Window.D(),
 			LearnFor: g.LearnPeriod.D(), Log: log},
 	}

@@ -91,6 +91,9 @@ func TestWireMapsConfig(t *testing.T) {
 		ic.Targets.Default != 20*time.Millisecond || ic.Targets.Percentile != 99 || ic.Targets.VrateMin != 5 || ic.Targets.VrateMax != 1000 {
 		t.Errorf("iocost options %+v, want auto by default (by the journal), with the default weights and targets", ic)
 	}
+	if !o.Guard.IOCostBrake {
+		t.Errorf("guard.iocost_brake off by default, want on: a model overstating the disk is caught by etcd's latency")
+	}
 	if !o.MemoryHighAuto || o.Policy.MemoryHigh != 0 {
 		t.Errorf("memory_high %d (auto %v), want auto by default: each window chooses", o.Policy.MemoryHigh, o.MemoryHighAuto)
 	}

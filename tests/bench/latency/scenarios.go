@@ -256,6 +256,10 @@ func IOCostScenarios(d Disk) []Scenario {
 		{ID: "i-iocost-learn-mem8M-etcd100", Stager: Agent, AgentConfig: "[staging]\niocost = true\nmemory_high = \"8M\"\niocost_etcd_io_weight = 100\n"},
 		{ID: "i-iocost-model-over4x", Stager: Agent, AgentConfig: scaled(4)},
 		{ID: "i-iocost-model-under4x", Stager: Agent, AgentConfig: scaled(0.25)},
+		// The guard's model brake (guard.iocost_brake) off: what it
+		// catches of the overstated model, and what it costs the defaults.
+		{ID: "i-iocost-model-over4x-nobrake", Stager: Agent, AgentConfig: scaled(4) + "[guard]\niocost_brake = false\n"},
+		{ID: "i-iocost-nobrake", Stager: Agent, AgentConfig: "[guard]\niocost_brake = false\n"},
 		// The issue harness's 20 ms target instead of the one derived from
 		// etcd's baseline (10.5 ms on the small ext4 disk: etcd at alone's
 		// p99, staging 5.4x naive, iocost-ext4-200MiB-1): how much staging

@@ -1,0 +1,119 @@
+package guard
+
+import (
+	"context"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+func TestStepModel(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	base := Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 4 * time.Millisecond, N: 100}}
+	wal := func(s float64, p99 time.Duration) RateInput {
+		return RateInput{Sample: Sample{At: at(s), Latency: map[string]Stat{SignalWALFsync: {P99: p99, Median: p99 / 2, N: 20}}, Stall: -1}}
+	}
+	// 125 fsyncs over the long window, slow ones at 16-32 ms (over the
+	// brake's 2 x 10 ms only in the last bucket: 32 ms).
+	long := func(s float64, slow uint64) RateInput {
+		h := Histogram{Bounds: []float64{0.004, 0.008, 0.016, 0.032, math.Inf(1)}}
+		h.Counts = []uint64{0, 125 - slow, 125 - slow, 125 - slow, 125}
+		in := wal(s, 40*time.Millisecond)
+		in.Long = Sample{Hists: map[string]Histogram{SignalWALFsync: h}}
+		return in
+	}
+	cfg := ModelConfig{Deadline: time.Hour}.WithDefaults(2)
+	fresh := ModelState{}
+	cut := ModelState{Scale: 0.5, Start: at(-60), Last: at(-1), LastCut: at(-1), Cuts: 1}
+	calm := ModelState{Scale: 0.25, Start: at(-120), Last: at(-31), LastCut: at(-31), Cuts: 2}
+	cases := []struct {
+		name   string
+		st     ModelState
+		in     RateInput
+		scale  float64
+		reason string
+	}{
+		{"first step: scale 1, calm", fresh, wal(0, 12*time.Millisecond), 1, "calm"},
+		{"over 2 x the baseline p99 halves the model", fresh, wal(0, 25*time.Millisecond), 0.5,
+			"etcd over the brake's limit: the model overstates the disk, scaling it down"},
+		{"within the brake's limit (1.9x) is not a cut: the QoS's business", fresh, wal(0, 19*time.Millisecond), 1, "calm"},
+		{"counted over the long window: 4 of 125 over the limit is chance", fresh, long(0, 4), 1, "calm"},
+		{"5 of 125 is beyond chance", fresh, long(0, 5), 0.5,
+			"etcd over the brake's limit: the model overstates the disk, scaling it down"},
+		{"a second cut waits a long window for the first to show", cut, wal(0, 50*time.Millisecond), 0.5,
+			"over the limit, but the last cut has not shown yet"},
+		{"after it, halved again", cut, wal(5, 50*time.Millisecond), 0.25,
+			"etcd over the brake's limit: the model overstates the disk, scaling it down"},
+		{"never below 1/16", ModelState{Scale: 1.0 / 16, Start: at(-60), Last: at(-10), LastCut: at(-10)}, wal(0, 50*time.Millisecond), 1.0 / 16,
+			"over the limit at the least scale: holding"},
+		{"calm for 30 s raises it 1.25x", calm, wal(0, 12*time.Millisecond), 0.3125, "calm for a while: scaling the model back up"},
+		{"calm for less holds", ModelState{Scale: 0.25, Start: at(-120), Last: at(-29), LastCut: at(-29)}, wal(0, 12*time.Millisecond), 0.25, "calm"},
+		{"no raise while the long window is over the promise, within chance", calm, long(0, 3), 0.25,
+			"within chance of the limit, not within it: holding"},
+		{"nothing observed: hold", cut, RateInput{Sample: Sample{At: at(10), Stall: -1}}, 0.5, "no signal in the window: holding"},
+		{"the stall share and the device queue do not decide (they count the stager's waits)", cut,
+			RateInput{Sample: Sample{At: at(10), Stall: 0.9, QueueDepth: 40}, StallBase: 0.1}, 0.5, "no signal in the window: holding"},
+		{"etcd too slow to answer its metrics is a cut", cut, RateInput{Sample: Sample{At: at(10), Stall: -1, MetricsTimeout: true}}, 0.25,
+			"etcd over the brake's limit: the model overstates the disk, scaling it down"},
+		{"past the deadline the model goes back to 1, whatever etcd says", ModelState{Scale: 0.25, Start: at(-3600), Last: at(-10), LastCut: at(-10)},
+			wal(0, 50*time.Millisecond), 1, "deadline reached: the model back as the window started, so staging finishes"},
+		{"and stays there", ModelState{Scale: 1, Start: at(-3700), PastDeadline: true}, wal(0, 50*time.Millisecond), 1,
+			"past the deadline: the model as the window started"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st, d := StepModel(cfg, base, c.st, c.in)
+			if d.Scale != c.scale || st.Scale != c.scale || d.Reason != c.reason || d.Changed != (c.scale != max(c.st.Scale, 0)) && !c.st.Start.IsZero() {
+				t.Errorf("got scale %g (state %g) %q changed=%v, want %g %q", d.Scale, st.Scale, d.Reason, d.Changed, c.scale, c.reason)
+			}
+			if d.Cut != (st.Cuts > c.st.Cuts) {
+				t.Errorf("cut %v with cuts %d -> %d", d.Cut, c.st.Cuts, st.Cuts)
+			}
+		})
+	}
+}
+
+// The guard loop under a model brake: etcd over the limit sets the scale
+// through Set (halved, then halved again a long window later), and the
+// stats carry the cuts and the scale it ended at. Without Set the loop
+// never scales.
+func TestGuardScalesTheModel(t *testing.T) {
+	clk := clockwork.NewFakeClockAt(time.Unix(1000, 0))
+	src := &scriptSource{clk: clk, start: clk.Now(), latency: func(time.Duration) time.Duration { return 50 * time.Millisecond }}
+	var mu sync.Mutex
+	var scales []float64
+	o := Options{Units: []string{"stage.service"}, Clock: clk, LearnFor: -1,
+		Config: Config{FutileFreezes: -1},
+		Model: ModelOptions{Set: func(_ context.Context, s float64) error {
+			mu.Lock()
+			defer mu.Unlock()
+			scales = append(scales, s)
+			return nil
+		}}}
+	g, err := New(o, src, &fakeFreezer{clk: clk, start: clk.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 4 * time.Millisecond}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Stats)
+	go func() { done <- g.Run(ctx, base) }()
+	for i := 0; i < 40; i++ {
+		clk.BlockUntilContext(ctx, 1)
+		clk.Advance(250 * time.Millisecond)
+	}
+	cancel()
+	st := <-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(scales) < 2 || scales[0] != 0.5 || scales[1] != 0.25 {
+		t.Fatalf("scales set %v over 10 s of etcd at 5x its p99, want 0.5 then 0.25 (one cut a long window)", scales)
+	}
+	if st.ModelCuts != len(scales) || st.ModelScale != scales[len(scales)-1] {
+		t.Errorf("stats: %d cuts, scale %g; want %d and %g", st.ModelCuts, st.ModelScale, len(scales), scales[len(scales)-1])
+	}
+}

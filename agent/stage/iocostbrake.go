@@ -1,0 +1,67 @@
+package stage
+
+import (
+	"fmt"
+
+	"github.com/update-agent/update-agent/agent/iocost"
+)
+
+// scaleIOCost puts each of the window's disks on its model as the window
+// started times scale (the guard's model brake, guard.StepModel). On a
+// cut the QoS's vrate bound comes down to where the kernel has vrate now:
+// the kernel raises vrate on the device's completion latency, which met
+// the QoS while the model overstated the disk, and would undo the cut.
+// A raise lifts the bound by the same factor; scale 1 puts back the
+// window's own bound. The controller keeps the lines from before the
+// window: the restore undoes every scaling too.
+func (s *Stager) scaleIOCost(w *iocostWindow, scale float64) error {
+	if w == nil || len(w.plans) == 0 {
+		return nil
+	}
+	if w.started == nil {
+		w.scale = 1
+		for _, p := range w.plans {
+			m := iocost.Seed
+			if p.Model != nil {
+				m = *p.Model
+			}
+			w.started = append(w.started, startedPlan{model: m, max: p.QoS.Max})
+		}
+	}
+	for i := range w.plans {
+		p, st := &w.plans[i], w.started[i]
+		m := st.model.Scale(scale * 100)
+		p.Model = &m
+		switch {
+		case scale >= 1:
+			p.QoS.Max = st.max
+		case scale < w.scale:
+			if v, err := s.iocost.Vrate(p.Disk); err == nil {
+				p.QoS.Max = max(p.QoS.Min, min(p.QoS.Max, v))
+			} else {
+				s.log.Warn("iocost: vrate unread, its bound left as it is", "disk", p.Disk, "err", err)
+			}
+		default:
+			p.QoS.Max = min(st.max, p.QoS.Max*scale/w.scale)
+		}
+	}
+	w.scale = scale
+	if err := s.iocost.Apply(w.plans); err != nil {
+		return fmt.Errorf("scaling the iocost models to %.3f: %w", scale, err)
+	}
+	return nil
+}
+
+// startedPlan is a disk's model and vrate bound as the window started.
+type startedPlan struct {
+	model iocost.Model
+	max   float64
+}
+
+// modelScale is the scale the brake left the models at (1: never cut).
+func (w *iocostWindow) modelScale() float64 {
+	if w.started == nil {
+		return 1
+	}
+	return w.scale
+}

@@ -1,0 +1,90 @@
+package stage
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/update-agent/update-agent/agent/guard"
+	"github.com/update-agent/update-agent/agent/iocost"
+	"github.com/update-agent/update-agent/agent/systemd"
+)
+
+// etcd far over the brake's limit under iocost (guard.iocost_brake): the
+// window's model is cut down (here to the least scale the test allows, a
+// quarter) with the QoS's vrate bound brought down to the vrate the
+// kernel had (80 %), the model learned is the cut one times the vrate,
+// the journal says where the window ended, and the restore puts back
+// what was there before the window.
+func TestModelBrakeScalesTheWindowsModel(t *testing.T) {
+	e := newEnv(t)
+	model, ioStat, window := e.learnEnv(t)
+	*window = time.Minute
+	var logs lockedBuffer
+	e.opts.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	os.WriteFile(ioStat, []byte("252:16 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0 cost.vrate=80.00 cost.usage=7\n"), 0o644)
+	e.opts.Guard.IOCostBrake = true
+	e.opts.Guard.Options.Baseline = guard.Baseline{"wal_fsync": {P99: 8 * time.Millisecond, Median: 2 * time.Millisecond}}
+	e.opts.Guard.Options.Model.Config = guard.ModelConfig{Cooldown: 40 * time.Millisecond, MinScale: 0.25}
+	qos := filepath.Join(e.opts.SysRoot, "fs/cgroup/io.cost.qos")
+	cut := iocost.Seed.Scale(25)
+	var inWindow, qosInWindow string
+	e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
+		deadline := time.Now().Add(10 * time.Second)
+		for readString(t, model) != cut.Line("252:16") && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		inWindow, qosInWindow = readString(t, model), readString(t, qos)
+		return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
+	}
+	rep, err := e.stager(t, fakeDaemon{idle: false}).Run(context.Background(), argv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inWindow != cut.Line("252:16") {
+		t.Fatalf("io.cost.model in the window %q, want the seed at a quarter %q", inWindow, cut.Line("252:16"))
+	}
+	if !strings.HasSuffix(qosInWindow, " min=5.00 max=80.00") {
+		t.Errorf("io.cost.qos in the window %q, want the vrate bound at the kernel's 80 %%", qosInWindow)
+	}
+	if rep.Guard.ModelCuts != 2 || rep.Guard.ModelScale != 0.25 {
+		t.Errorf("guard stats %+v, want 2 model cuts ending at 0.25", rep.Guard)
+	}
+	if set := e.learned(t); len(set.Disks) != 1 || set.Disks[0].Model != cut.Scale(80).Params() {
+		t.Errorf("learned %+v, want the cut model times the vrate: %s", set, cut.Scale(80).Params())
+	}
+	for _, want := range []string{`msg="iocost model scale" model_scale=0.5`, `msg="iocost at the window's end" disk=vdb model_source=seed vrate_pct=80 model_scale=0.25`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, logs.String())
+		}
+	}
+	e.assertIOCostUndone(t, qos, model)
+}
+
+// Off (guard.iocost_brake = false), the same etcd leaves the model alone.
+func TestModelBrakeOff(t *testing.T) {
+	e := newEnv(t)
+	model, ioStat, window := e.learnEnv(t)
+	*window = time.Minute
+	os.WriteFile(ioStat, []byte("252:16 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0 cost.vrate=80.00 cost.usage=7\n"), 0o644)
+	e.opts.Guard.Options.Baseline = guard.Baseline{"wal_fsync": {P99: 8 * time.Millisecond, Median: 2 * time.Millisecond}}
+	e.opts.Guard.Options.Model.Config = guard.ModelConfig{Cooldown: 40 * time.Millisecond}
+	var inWindow string
+	e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
+		// Enough of the guard's 20 ms steps for a brake that were on.
+		time.Sleep(300 * time.Millisecond)
+		inWindow = readString(t, model)
+		return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
+	}
+	rep, err := e.stager(t, fakeDaemon{idle: false}).Run(context.Background(), argv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seed := iocost.Seed.Line("252:16"); inWindow != seed || rep.Guard.ModelCuts != 0 {
+		t.Errorf("io.cost.model %q, %d cuts with the brake off; want the seed %q, none", inWindow, rep.Guard.ModelCuts, seed)
+	}
+}
