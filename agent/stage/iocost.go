@@ -100,10 +100,10 @@ type iocostWindow struct {
 	// ordersData: the staging paths' journal orders data (etcd's weight
 	// follows it, iocost.EtcdWeight).
 	ordersData bool
-	// started and scale are the model brake's (scaleIOCost): the plans as
-	// applied, and the scale the plans are at now. Only the guard's
-	// goroutine writes them while it runs.
-	started []startedPlan
+	// started and scale are the model brake's (scaleIOCost): the plans'
+	// models as applied, and the scale the plans are at now. Only the
+	// guard's goroutine writes them while it runs.
+	started []iocost.Model
 	scale   float64
 }
 

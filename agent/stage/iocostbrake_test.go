@@ -88,3 +88,45 @@ func TestModelBrakeOff(t *testing.T) {
 		t.Errorf("io.cost.model %q, %d cuts with the brake off; want the seed %q, none", inWindow, rep.Guard.ModelCuts, seed)
 	}
 }
+
+// The brake's steps on the files: a cut scales the model and brings the
+// vrate bound down to the kernel's vrate; a raise scales the model alone
+// (raising the bound with it took the effective rate up 1.56x a step in
+// make bench); the bound never goes back up within the window, not even
+// at scale 1.
+func TestScaleIOCostSteps(t *testing.T) {
+	e := newEnv(t)
+	model, ioStat, _ := e.learnEnv(t)
+	qosFile := filepath.Join(e.opts.SysRoot, "fs/cgroup/io.cost.qos")
+	s := e.stager(t, nil)
+	seed := iocost.Seed
+	w := &iocostWindow{disks: []string{"vdb"}, plans: []iocost.DiskPlan{{Disk: "vdb", Model: &seed, Source: iocost.Seeded,
+		QoS: iocost.QoS{Enable: true, User: true, RPct: 99, WPct: 99, RLat: 20000, WLat: 20000, Min: 5, Max: 1000}}}}
+	for _, st := range []struct {
+		scale float64
+		vrate string
+		max   string
+	}{
+		{0.5, "300.00", "max=300.00"},   // a cut: bound to the vrate
+		{0.625, "300.00", "max=300.00"}, // a raise: the model alone
+		{0.25, "420.00", "max=300.00"},  // a cut with vrate above the bound: not raised
+		{1, "100.00", "max=300.00"},     // back at 1: the bound stays
+	} {
+		os.WriteFile(ioStat, []byte("252:16 rbytes=1 cost.vrate="+st.vrate+"\n"), 0o644)
+		if err := s.scaleIOCost(w, st.scale); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := readString(t, model), seed.Scale(st.scale*100).Line("252:16"); got != want {
+			t.Errorf("scale %g: io.cost.model %q, want %q", st.scale, got, want)
+		}
+		if got := readString(t, qosFile); !strings.HasSuffix(got, st.max) {
+			t.Errorf("scale %g, vrate %s: io.cost.qos %q, want %s", st.scale, st.vrate, got, st.max)
+		}
+	}
+	if err := s.iocost.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	if q, m := readString(t, qosFile), readString(t, model); q != "252:16 enable=0 ctrl=auto" || m != "252:16 ctrl=auto" {
+		t.Errorf("after the restore: io.cost.qos %q, io.cost.model %q; want what was there before the first scaling", q, m)
+	}
+}
