@@ -159,6 +159,9 @@ type Inputs struct {
 	// iocost); IOCostEtcdIOWeight goes on LocalUnit under iocost.
 	StagingUnit, DaemonUnit                      string
 	IOWeight, IOCostIOWeight, IOCostEtcdIOWeight uint64
+	// IOCostBrake is guard.iocost_brake; BrakeFactor guard.latency_factor.
+	IOCostBrake bool
+	BrakeFactor float64
 }
 
 // companionMode: another updater drives the host; the agent paces it.

@@ -140,7 +140,7 @@ func good() Doctor {
 			LockSlots: 1, GuardEnabled: true, MetricsURL: "http://127.0.0.1:2381/metrics", LocalUnit: "etcd.service",
 			StagingPaths: []string{"/sysroot", "/var/lib/etcd"}, Scheduler: "bfq", DriverName: "update-agent", IOCost: iocost.On,
 			WriteRateAuto: true, StagingUnit: "update-agent-staging.service", DaemonUnit: "rpm-ostreed.service",
-			IOWeight: 10, IOCostIOWeight: 1, IOCostEtcdIOWeight: 10000},
+			IOWeight: 10, IOCostIOWeight: 1, IOCostEtcdIOWeight: 10000, IOCostBrake: true, BrakeFactor: 2},
 		Etcd: fakeEtcd{health: healthy(), match: etcdmember.Match{Found: true,
 			How: "member cp1: peer URL https://10.0.0.11:2380 matches 10.0.0.11 on eth0"}},
 		Lock: fakeLock{{Group: "control-plane", Slots: 1, Holders: []lock.EntryStatus{{Record: lock.Record{Node: "cp2"}}}}},
@@ -346,6 +346,9 @@ func TestReport(t *testing.T) {
 			}
 			if d.In.UpdatesDisabled {
 				checks++
+			}
+			if strings.Contains(out, "iocost with ") {
+				checks++ // the model brake's line beside iocost
 			}
 			if len(rep) != checks {
 				t.Errorf("%d lines, want one per check (%d):\n%s", len(rep), checks, out)

@@ -126,7 +126,26 @@ func (d Doctor) pacing() []Result {
 	for _, disk := range disks {
 		out = append(out, Result{Check: "pacing " + disk, OK: true, Detail: d.describePacing(w, disk)})
 	}
-	return append(out, d.pageCache(w), d.ioWeights(w))
+	out = append(out, d.pageCache(w), d.ioWeights(w))
+	if len(w.cost) > 0 {
+		out = append(out, d.modelBrake())
+	}
+	return out
+}
+
+// modelBrake says whether etcd's latency scales the iocost models in the
+// window (guard.StepModel, as the stager wires it).
+func (d Doctor) modelBrake() Result {
+	r := Result{Check: "iocost brake", OK: true}
+	switch {
+	case !d.In.GuardEnabled:
+		r.Detail = "off: the guard is off (guard.enabled = false); a model that overstates the disk is not caught"
+	case !d.In.IOCostBrake:
+		r.Detail = "off (guard.iocost_brake = false); a model that overstates the disk is not caught"
+	default:
+		r.Detail = fmt.Sprintf("on: etcd's latency over %gx its normal p99 scales the iocost models down in the window (guard.iocost_brake, guard.latency_factor)", d.In.BrakeFactor)
+	}
+	return r
 }
 
 func (d Doctor) describePacing(w window, disk string) string {

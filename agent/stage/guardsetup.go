@@ -54,9 +54,6 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop, for
 	}
 	if scaleModel != nil && s.o.Guard.IOCostBrake {
 		gopts.Model.Set = scaleModel
-		if gopts.Model.Config.Promise == 0 {
-			gopts.Model.Config.Promise = s.o.WriteRate.Target // guard.latency_target
-		}
 	}
 	g, err := guard.New(gopts, src, s.d.Systemd)
 	if err != nil {
