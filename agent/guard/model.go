@@ -97,16 +97,7 @@ type ModelDecision struct {
 // LogAttrs are the decision's numbers as slog key/value pairs.
 func (d ModelDecision) LogAttrs() []any {
 	a := []any{"model_scale", round3(d.Scale), "reason", d.Reason}
-	c := d.Congestion
-	if c.Signal != "" && c.TargetP99 > 0 {
-		a = append(a, "signal", c.Signal, "p99_ms", ms(c.Value), "limit_ms", ms(c.TargetP99))
-		if c.OverLimit > 0 {
-			a = append(a, "over_limit", round3(c.Over), "over_allowed", round3(c.OverLimit), "observations", c.N)
-		}
-	} else if c.Signal != "" {
-		a = append(a, "signal", c.Signal)
-	}
-	return a
+	return d.Congestion.signalAttrs(a, "limit")
 }
 
 // StepModel is the model brake: a pure function of its state, the

@@ -248,14 +248,7 @@ func excessLimit(n uint64, e float64) float64 {
 // LogAttrs are the decision's numbers as slog key/value pairs.
 func (d RateDecision) LogAttrs() []any {
 	a := []any{"write_rate_mbps", round3(float64(d.Rate) / 1e6), "reason", d.Reason, "congested", d.Congested}
-	if d.Signal != "" && d.TargetP99 > 0 {
-		a = append(a, "signal", d.Signal, "p99_ms", ms(d.Value), "target_ms", ms(d.TargetP99))
-		if d.OverLimit > 0 {
-			a = append(a, "over_target", round3(d.Over), "over_allowed", round3(d.OverLimit), "observations", d.N)
-		}
-	} else if d.Signal != "" {
-		a = append(a, "signal", d.Signal)
-	}
+	a = d.signalAttrs(a, "target")
 	if d.QueueDepth > 0 {
 		a = append(a, "queue_depth", round3(d.QueueDepth))
 	}
@@ -264,6 +257,20 @@ func (d RateDecision) LogAttrs() []any {
 	}
 	if d.CPUWait >= 0 {
 		a = append(a, "etcd_cpu_wait_share", round3(d.CPUWait))
+	}
+	return a
+}
+
+// signalAttrs appends the deciding signal's numbers, its threshold
+// named what ("target": the rate loop's, "limit": the model brake's).
+func (d RateDecision) signalAttrs(a []any, what string) []any {
+	if d.Signal != "" && d.TargetP99 > 0 {
+		a = append(a, "signal", d.Signal, "p99_ms", ms(d.Value), what+"_ms", ms(d.TargetP99))
+		if d.OverLimit > 0 {
+			a = append(a, "over_"+what, round3(d.Over), "over_allowed", round3(d.OverLimit), "observations", d.N)
+		}
+	} else if d.Signal != "" {
+		a = append(a, "signal", d.Signal)
 	}
 	return a
 }
