@@ -22,16 +22,18 @@ func (s *Stager) scaleIOCost(w *iocostWindow, scale float64) error {
 	}
 	if w.started == nil {
 		w.scale = 1
-		for _, p := range w.plans {
-			m := iocost.Seed
+		w.started = make([]iocost.Model, len(w.plans))
+		for i, p := range w.plans {
 			if p.Model != nil {
-				m = *p.Model
+				w.started[i] = *p.Model
 			}
-			w.started = append(w.started, m)
 		}
 	}
 	for i := range w.plans {
 		p := &w.plans[i]
+		if p.Model == nil {
+			continue // the kernel's model in force: not the agent's to scale
+		}
 		m := w.started[i].Scale(scale * 100)
 		p.Model = &m
 		if scale < w.scale {
