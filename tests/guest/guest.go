@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -232,10 +233,11 @@ func (g *Guest) boot(ctx context.Context) error {
 		if g.port, err = freePort(); err != nil {
 			return err
 		}
+		from := g.consoleSize()
 		if err = g.startQEMU(); err != nil {
 			return err
 		}
-		err = g.waitUp(ctx, "")
+		err = g.waitUp(ctx, "", from)
 		if err == nil {
 			return g.settle(ctx)
 		}
@@ -309,6 +311,58 @@ func (g *Guest) ConsoleTail(n int) string { return g.consoleTail(n) }
 func (g *Guest) bootDisk() string { return filepath.Join(g.dir, "boot.raw") }
 
 func (g *Guest) consolePath() string { return filepath.Join(g.dir, "console.log") }
+
+func (g *Guest) consoleSize() int64 {
+	fi, err := os.Stat(g.consolePath())
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// consoleSince is the console from byte offset from on (all of it if the
+// file is shorter: it was made anew).
+func (g *Guest) consoleSince(from int64) []byte {
+	b, _ := os.ReadFile(g.consolePath())
+	if from < 0 || from > int64(len(b)) {
+		from = 0
+	}
+	return b[from:]
+}
+
+// rebootReport is what a failed reboot shows: the kernel's warnings since
+// the reboot began (a hung task's or a stall's first line scrolls out of
+// the tail), and the console's last lines.
+func (g *Guest) rebootReport(from int64) string {
+	var b strings.Builder
+	if w := KernelWarnings(g.consoleSince(from), 20); len(w) > 0 {
+		b.WriteString("--- kernel warnings since the reboot began ---\n" + strings.Join(w, "\n") + "\n")
+	}
+	b.WriteString(g.consoleTail(60))
+	return b.String()
+}
+
+// kernelWarning matches the first line of what the kernel prints when
+// something is stuck or broken (hung task, RCU stall, soft lockup, oops,
+// OOM), and systemd's own timeouts during shutdown.
+var kernelWarning = regexp.MustCompile(`INFO: task .* blocked for more than|rcu: INFO:|rcu_.*(stall|detected)|` +
+	`watchdog: BUG|soft lockup|BUG: |WARNING: CPU|Kernel panic|Out of memory|invoked oom-killer|` +
+	`Sending SIGKILL|timed out\. Killing|Watchdog timeout|A stop job is running|reboot: (Restarting|Power down)`)
+
+// KernelWarnings returns up to max console lines that kernelWarning
+// matches, each with the line number, so the order of events shows.
+func KernelWarnings(console []byte, max int) []string {
+	var out []string
+	for i, line := range strings.Split(string(console), "\n") {
+		if kernelWarning.MatchString(line) {
+			out = append(out, fmt.Sprintf("%d: %s", i+1, strings.TrimRight(line, "\r")))
+			if len(out) == max {
+				break
+			}
+		}
+	}
+	return out
+}
 
 func (g *Guest) consoleTail(n int) string {
 	b, err := os.ReadFile(g.consolePath())

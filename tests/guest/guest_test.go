@@ -247,3 +247,32 @@ func TestChildDiesWithTestProcess(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// The first lines of what the kernel prints when stuck scroll out of a
+// 60-line tail under a register dump; KernelWarnings finds them.
+func TestKernelWarnings(t *testing.T) {
+	console := strings.Join([]string{
+		"[   73.4] ua-guest systemd-logind[351]: System is rebooting.",
+		"[  300.1] INFO: task jbd2/vda-8:123 blocked for more than 120 seconds.",
+		"[  300.2]       Not tainted 6.1.0-50-amd64 #1 Debian 6.1.176-1",
+		"[  884.4] rcu: INFO: rcu_preempt self-detected stall on CPU",
+		"[  884.4] watchdog: BUG: soft lockup - CPU#1 stuck for 23s! [systemd:1]",
+		"[  884.4] RIP: 0033:0x7f5c98179190",
+		"[  900.0] systemd-shutdown[1]: Sending SIGKILL to remaining processes...",
+		"[  901.0] reboot: Restarting system",
+		"[  902.0] random: crng init done",
+	}, "\n")
+	got := KernelWarnings([]byte(console), 20)
+	want := []string{"2: ", "4: ", "5: ", "7: ", "8: "}
+	if len(got) != len(want) {
+		t.Fatalf("KernelWarnings = %q, want lines %v", got, want)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) {
+			t.Errorf("warning %d = %q, want line %s", i, got[i], w)
+		}
+	}
+	if got := KernelWarnings([]byte(console), 2); len(got) != 2 {
+		t.Errorf("max 2: got %d lines", len(got))
+	}
+}

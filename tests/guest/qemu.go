@@ -84,7 +84,9 @@ func qemuArgs(c qemuConfig) []string {
 		"-nodefaults", "-no-user-config", "-display", "none",
 		"-machine", "q35",
 		"-smp", strconv.Itoa(c.cpus), "-m", strconv.Itoa(c.memMiB),
-		"-chardev", "file,id=con,path=" + c.console, "-serial", "chardev:con",
+		// Appended: an ostree guest boots each time in a new qemu, and a
+		// reboot that never comes back must still show the old boot's end.
+		"-chardev", "file,id=con,append=on,path=" + c.console, "-serial", "chardev:con",
 		"-kernel", c.kernel, "-initrd", c.initrd, "-append", cmdline,
 		// Root: an overlay over the cached image (cache "unsafe" by default:
 		// losing it on a host crash is fine, so host flushes are skipped).

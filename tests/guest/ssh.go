@@ -110,7 +110,7 @@ func (g *Guest) bootID(ctx context.Context) (string, error) {
 
 // waitUp polls ssh until the guest answers with a boot id other than
 // oldBootID. It gives up early if qemu exits or the kernel panics.
-func (g *Guest) waitUp(ctx context.Context, oldBootID string) error {
+func (g *Guest) waitUp(ctx context.Context, oldBootID string, consoleFrom int64) error {
 	start, nextNote := time.Now(), time.Now().Add(time.Minute)
 	var last error
 	for {
@@ -126,7 +126,7 @@ func (g *Guest) waitUp(ctx context.Context, oldBootID string) error {
 		if g.exited() {
 			return fmt.Errorf("qemu exited (%v): %s", g.qemuExit(), g.qemuStderr())
 		}
-		if b, _ := os.ReadFile(g.consolePath()); bytes.Contains(b, []byte("Kernel panic")) {
+		if bytes.Contains(g.consoleSince(consoleFrom), []byte("Kernel panic")) {
 			return errors.New("the guest kernel panicked")
 		}
 		if time.Now().After(nextNote) {
@@ -163,7 +163,9 @@ func (g *Guest) settle(ctx context.Context) error {
 func (g *Guest) Reboot(ctx context.Context) error {
 	// Detached, so ssh returns at once instead of hanging on a connection
 	// that dies with the guest.
-	return g.RebootWith(ctx, "systemd-run --no-block --on-active=1 systemctl reboot")
+	// AccuracySec: a timer's default accuracy (1 min) let "1 s" fire up to
+	// a minute late.
+	return g.RebootWith(ctx, "systemd-run --no-block --on-active=1 --timer-property=AccuracySec=100ms systemctl reboot")
 }
 
 // RebootWith runs cmd, which must reboot the guest (e.g. `rpm-ostree
@@ -178,17 +180,18 @@ func (g *Guest) RebootWith(ctx context.Context, cmd string) error {
 		return fmt.Errorf("rebooting the guest: %w", err)
 	}
 	g.stopMaster()
+	consoleFrom := g.consoleSize()
 	out, stderr, code, err := g.Run(ctx, "date +%s.%N; "+cmd)
 	if (err != nil && code != 255) || (code != 0 && code != 255) {
 		return fmt.Errorf("rebooting the guest: %q: exit %d: %v %s", cmd, code, err, stderr)
 	}
 	requested, _ := strconv.ParseFloat(strings.Fields(out + " 0")[0], 64)
 	start := time.Now()
-	if err := g.waitUp(ctx, old); err != nil {
-		return fmt.Errorf("rebooting the guest: %w\n%s", err, g.consoleTail(60))
+	if err := g.waitUp(ctx, old, consoleFrom); err != nil {
+		return fmt.Errorf("rebooting the guest: %w\n%s", err, g.rebootReport(consoleFrom))
 	}
 	if err := g.settle(ctx); err != nil {
-		return fmt.Errorf("rebooting the guest: %w\n%s", err, g.consoleTail(60))
+		return fmt.Errorf("rebooting the guest: %w\n%s", err, g.rebootReport(consoleFrom))
 	}
 	fmt.Fprintf(g.opts.Log, "guest: rebooted in %s (%s)\n", time.Since(start).Round(100*time.Millisecond), g.rebootPhases(ctx, requested))
 	return nil
