@@ -213,6 +213,11 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 	}
 	win := Window{Span: g.o.Window}
 	long := Window{Span: RateWindow}
+	// The brake counts over its own window, cut only by its own cuts: a
+	// model too fast keeps the guard freezing, and a window cut at every
+	// freeze and thaw held one scrape, never enough to count beyond chance
+	// (TestModelBrakeCountsAcrossFreezes).
+	brakeWin := Window{Span: RateWindow}
 	everFrozen := false
 	rateCuts := 0
 	defer func() {
@@ -273,6 +278,7 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 	if r, ok := read(time.Time{}); ok {
 		win.Add(r)
 		long.Add(r)
+		brakeWin.Add(r)
 	}
 	var recheck time.Time
 	var tick clockwork.Timer // one for all ticks: time.After was a timer and a channel each
@@ -304,6 +310,7 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 			r = Reading{At: clk.Now()}
 		}
 		ls, longOK := long.Add(r)
+		bs, brakeOK := brakeWin.Add(r)
 		s, ok := win.Add(r)
 		if !ok {
 			continue
@@ -345,13 +352,13 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 		}
 		if g.o.Model.Set != nil {
 			in := RateInput{Sample: s}
-			if longOK {
-				in.Long = ls
+			if brakeOK {
+				in.Long = bs
 			}
 			var md ModelDecision
 			model, md = StepModel(mcfg, base, model, in)
 			if md.Cut {
-				long.Cut() // what comes after a cut is judged on its own
+				brakeWin.Cut() // what comes after a cut is judged on its own
 			}
 			if md.Changed {
 				log.Info("iocost model scale", md.LogAttrs()...)

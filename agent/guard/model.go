@@ -21,13 +21,14 @@ import (
 // ModelConfig tunes the model brake. Zero fields take the defaults.
 type ModelConfig struct {
 	// Factor: a cut when etcd's latency is over Factor x its baseline
-	// p99 beyond chance, counted over the long window as the rate loop
-	// counts (default: the brake's freeze factor, Config.FreezeFactor).
+	// p99 beyond chance, counted over 5 s as the rate loop counts, in a
+	// window freezes do not cut (default: the brake's freeze factor,
+	// Config.FreezeFactor).
 	Factor float64
 	// Cut multiplies the scale on a cut (default 0.5); MinScale is the
 	// least scale (default 1/16: a model 16x too fast is caught).
 	Cut, MinScale float64
-	// Cooldown: no second cut before the long window has seen the first
+	// Cooldown: no second cut before the brake's window has seen the first
 	// (default RateWindow).
 	Cooldown time.Duration
 	// Calm: after this long without a cut, with etcd within the limit,

@@ -119,3 +119,79 @@ func TestGuardScalesTheModel(t *testing.T) {
 		t.Errorf("stats: %d cuts, scale %g; want %d and %g", st.ModelCuts, st.ModelScale, len(scales), scales[len(scales)-1])
 	}
 }
+
+// scrapedSource is etcd as the guard reads it in production: 25 WAL
+// fsyncs a second, its metrics scraped every 3 s (guard.metrics_interval;
+// reads between scrapes carry the last scrape's histograms), overPerScrape
+// of each scrape's 75 fsyncs at 40 ms, the rest at 5 ms.
+type scrapedSource struct {
+	mu            sync.Mutex
+	clk           clockwork.Clock
+	start         time.Time
+	overPerScrape uint64
+	scrapes       uint64
+	last          time.Time
+}
+
+func (s *scrapedSource) Read(context.Context) (Reading, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clk.Now()
+	if s.last.IsZero() || now.Sub(s.last) >= 3*time.Second {
+		s.scrapes = uint64(now.Sub(s.start) / (3 * time.Second))
+		s.last = s.start.Add(time.Duration(s.scrapes) * 3 * time.Second)
+	}
+	total, over := 75*s.scrapes, s.overPerScrape*s.scrapes
+	// etcd's own bounds (powers of 2 ms): fast ones at 5 ms, slow ones at 40 ms.
+	h := Histogram{Bounds: []float64{0.004, 0.008, 0.016, 0.032, 0.064, math.Inf(1)},
+		Counts: []uint64{0, total - over, total - over, total - over, total, total}}
+	return Reading{At: now, Hists: map[string]Histogram{MetricWALFsync: h}}, nil
+}
+
+// The brake counts over its own window, not the one freezes cut. With the
+// production settings (ticks 250 ms, scrapes 3 s, freezes <= 2 s), 3 of
+// 75 fsyncs a scrape over the limit freeze at every scrape, each freeze
+// ends before the next scrape, and a window cut at every freeze and thaw
+// held one scrape (3 of 75: chance) until the futile-freeze rule stopped
+// freezing: the first cut came at 15 s (brake-ext4-200MiB-2: cuts 8-21 s
+// into staging). Counted across the freezes, two scrapes (6 of 150) are
+// beyond chance: the cut comes at the second scrape.
+func TestModelBrakeCountsAcrossFreezes(t *testing.T) {
+	clk := clockwork.NewFakeClockAt(time.Unix(1200, 0))
+	src := &scrapedSource{clk: clk, start: clk.Now(), overPerScrape: 3}
+	cfg, _ := Thresholds{LatencyFactor: 2, ThawFactor: 1.5, MinFreeze: 200 * time.Millisecond, MaxFreeze: 2 * time.Second,
+		MinRunShare: 0.2, MaxTotalPause: 30 * time.Minute}.Derive()
+	var mu sync.Mutex
+	var cutAt []time.Duration
+	o := Options{Units: []string{"stage.service"}, Clock: clk, LearnFor: -1, Config: cfg,
+		Interval: 250 * time.Millisecond, Window: time.Second,
+		Model: ModelOptions{Set: func(_ context.Context, s float64) error {
+			mu.Lock()
+			defer mu.Unlock()
+			cutAt = append(cutAt, clk.Since(src.start))
+			return nil
+		}}}
+	fz := &fakeFreezer{clk: clk, start: clk.Now()}
+	g, err := New(o, src, fz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 5 * time.Millisecond}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Stats)
+	go func() { done <- g.Run(ctx, base) }()
+	for clk.Since(src.start) < 20*time.Second {
+		clk.BlockUntilContext(ctx, 1)
+		clk.Advance(250 * time.Millisecond)
+	}
+	cancel()
+	st := <-done
+	mu.Lock()
+	defer mu.Unlock()
+	if st.Freezes < 2 {
+		t.Fatalf("%d freezes: the scenario is freezes at every scrape", st.Freezes)
+	}
+	if len(cutAt) == 0 || cutAt[0] > 7*time.Second {
+		t.Errorf("model scaled at %v (%d freezes): want the first cut by the second scrape (6 s)", cutAt, st.Freezes)
+	}
+}
