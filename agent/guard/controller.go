@@ -48,6 +48,11 @@ type Sample struct {
 	QueueDepth float64
 	// MetricsTimeout: the newest scrape of etcd's metrics timed out.
 	MetricsTimeout bool
+	// Others is the largest share (0-1+) of a staging disk's iocost
+	// budget that everything but the stager used over the window, from
+	// the kernel's own books (CostInputs); -1 when unknown. The model
+	// brake never cuts the other tenants below what they use.
+	Others float64
 }
 
 // Baseline is each signal's normal p99 and median, learned before staging

@@ -207,6 +207,7 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 	clk, log := g.o.Clock, g.o.Log
 	var rate RateState
 	var model ModelState
+	othersHeld := false
 	mcfg := g.o.Model.Config.WithDefaults(cfg.WithDefaults().FreezeFactor)
 	if mcfg.Deadline == 0 {
 		mcfg.Deadline = cfg.Deadline
@@ -360,6 +361,11 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 			if md.Cut {
 				brakeWin.Cut() // what comes after a cut is judged on its own
 			}
+			if md.OthersHold && !othersHeld {
+				// Once a run of such holds: etcd is slow, and not for the model.
+				log.Info("iocost model scale", md.LogAttrs()...)
+			}
+			othersHeld = md.OthersHold
 			if md.Changed {
 				log.Info("iocost model scale", md.LogAttrs()...)
 				if err := g.o.Model.Set(ctx, md.Scale); err != nil {

@@ -43,6 +43,13 @@ type ModelConfig struct {
 	// Deadline: past it the model goes back to scale 1 so staging
 	// finishes (0: none; the guard's deadline).
 	Deadline time.Duration
+	// OthersMax: the largest share of the budget the other tenants may
+	// need at the scale the brake sets (default 0.5; Sample.Others). A
+	// cut that would take them past it is not made; past it already,
+	// the scale goes back up 1/Cut a Cooldown, whatever etcd says: a
+	// model cut below the host's needs throttles etcd too, and etcd's
+	// latency then asked for every further cut down to 1/16.
+	OthersMax float64
 }
 
 // WithDefaults fills zero fields; brake is the guard's freeze factor.
@@ -64,6 +71,9 @@ func (c ModelConfig) WithDefaults(brake float64) ModelConfig {
 	}
 	if c.Raise == 0 {
 		c.Raise = 1.25
+	}
+	if c.OthersMax == 0 {
+		c.OthersMax = 0.5
 	}
 	return c
 }
@@ -93,11 +103,19 @@ type ModelDecision struct {
 	Cut        bool
 	Reason     string
 	Congestion RateDecision
+	// Others is the other tenants' share of the budget it was judged on
+	// (-1: unknown); OthersHold: a cut etcd asked for was not made for
+	// them.
+	Others     float64
+	OthersHold bool
 }
 
 // LogAttrs are the decision's numbers as slog key/value pairs.
 func (d ModelDecision) LogAttrs() []any {
 	a := []any{"model_scale", round3(d.Scale), "reason", d.Reason}
+	if d.Others >= 0 {
+		a = append(a, "others_budget_share", round3(d.Others))
+	}
 	return d.Congestion.signalAttrs(a, "limit")
 }
 
@@ -115,6 +133,12 @@ func StepModel(cfg ModelConfig, base Baseline, st ModelState, in RateInput) (Mod
 	rc := RateConfig{Target: cfg.Factor, StallTarget: -1, QueueHold: -1}.WithDefaults()
 	d, known := rc.congestion(base, in)
 	md := ModelDecision{At: now, Congestion: d}
+	// The other tenants' share, over the brake's window when there is one.
+	others := in.Sample.Others
+	if !in.Long.At.IsZero() {
+		others = in.Long.Others
+	}
+	md.Others = others
 	old := st.Scale
 	switch {
 	case st.PastDeadline:
@@ -122,12 +146,21 @@ func StepModel(cfg ModelConfig, base Baseline, st ModelState, in RateInput) (Mod
 	case cfg.Deadline > 0 && now.Sub(st.Start) >= cfg.Deadline:
 		st.PastDeadline, st.Scale = true, 1
 		md.Reason = "deadline reached: the model back as the window started, so staging finishes"
+	case others > cfg.OthersMax && st.Scale < 1 && now.Sub(st.Last) >= cfg.Cooldown:
+		st.Scale = min(st.Scale/cfg.Cut, 1)
+		st.Last = now
+		md.Reason = "the other tenants need more than the brake leaves them: scaling the model back up"
+	case others > cfg.OthersMax && st.Scale < 1:
+		md.Reason = "the other tenants need more than the brake leaves them, but the last change has not shown yet"
 	case !known:
 		md.Reason = "no signal in the window: holding"
 	case d.Congested && !st.LastCut.IsZero() && now.Sub(st.LastCut) < cfg.Cooldown:
 		md.Reason = "over the limit, but the last cut has not shown yet"
 	case d.Congested && st.Scale <= cfg.MinScale:
 		md.Reason = "over the limit at the least scale: holding"
+	case d.Congested && others >= 0 && others/cfg.Cut > cfg.OthersMax:
+		md.Reason = "over the limit, but a cut would leave the other tenants less than they use: holding"
+		md.OthersHold = true
 	case d.Congested:
 		st.Scale = max(st.Scale*cfg.Cut, cfg.MinScale)
 		st.LastCut, st.Last = now, now

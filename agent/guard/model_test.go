@@ -26,6 +26,10 @@ func TestStepModel(t *testing.T) {
 		in.Long = Sample{Hists: map[string]Histogram{SignalWALFsync: h}}
 		return in
 	}
+	others := func(in RateInput, share float64) RateInput {
+		in.Sample.Others = share
+		return in
+	}
 	cfg := ModelConfig{Deadline: time.Hour}.WithDefaults(2)
 	fresh := ModelState{}
 	cut := ModelState{Scale: 0.5, Start: at(-60), Last: at(-1), LastCut: at(-1), Cuts: 1}
@@ -61,6 +65,19 @@ func TestStepModel(t *testing.T) {
 			RateInput{Sample: Sample{At: at(10), Stall: 0.9, QueueDepth: 40}, StallBase: 0.1}, 0.5, "no signal in the window: holding"},
 		{"etcd too slow to answer its metrics is a cut", cut, RateInput{Sample: Sample{At: at(10), Stall: -1, MetricsTimeout: true}}, 0.25,
 			"etcd over the brake's limit: the model overstates the disk, scaling it down"},
+		{"the other tenants' share unknown: cut as etcd says", fresh, others(wal(0, 25*time.Millisecond), -1), 0.5,
+			"etcd over the brake's limit: the model overstates the disk, scaling it down"},
+		{"the other tenants at 20 % of the budget: a cut leaves them within half of it", fresh, others(wal(0, 25*time.Millisecond), 0.2), 0.5,
+			"etcd over the brake's limit: the model overstates the disk, scaling it down"},
+		{"at 30 %: a cut would take them to 60 %, not made", cut, others(wal(5, 50*time.Millisecond), 0.3), 0.5,
+			"over the limit, but a cut would leave the other tenants less than they use: holding"},
+		{"over half of it: the model goes back up, etcd slow or not (a cut throttles etcd too)",
+			ModelState{Scale: 0.125, Start: at(-60), Last: at(-5), LastCut: at(-5), Cuts: 3}, others(wal(0, 50*time.Millisecond), 1.15), 0.25,
+			"the other tenants need more than the brake leaves them: scaling the model back up"},
+		{"one step a cooldown", cut, others(wal(0, 50*time.Millisecond), 0.8), 0.5,
+			"the other tenants need more than the brake leaves them, but the last change has not shown yet"},
+		{"never above 1", ModelState{Scale: 0.75, Start: at(-60), Last: at(-10), LastCut: at(-10), Cuts: 1}, others(wal(0, 12*time.Millisecond), 0.6), 1,
+			"the other tenants need more than the brake leaves them: scaling the model back up"},
 		{"past the deadline the model goes back to 1, whatever etcd says", ModelState{Scale: 0.25, Start: at(-3600), Last: at(-10), LastCut: at(-10)},
 			wal(0, 50*time.Millisecond), 1, "deadline reached: the model back as the window started, so staging finishes"},
 		{"and stays there", ModelState{Scale: 1, Start: at(-3700), PastDeadline: true}, wal(0, 50*time.Millisecond), 1,

@@ -16,6 +16,9 @@ type Reading struct {
 	CPUPressure *Pressure
 	// MetricsTimeout: etcd did not answer its metrics in time.
 	MetricsTimeout bool
+	// Cost is iocost's books per staging disk (nil: not read, or iocost
+	// off).
+	Cost map[string]CostStat
 }
 
 // Signal names used in samples and baselines: etcd's histograms by their
@@ -43,7 +46,8 @@ func diskSignal(disk string) string { return "disk_await/" + disk }
 
 // Delta turns two readings into a sample of what happened between them.
 func Delta(old, cur Reading) Sample {
-	s := Sample{At: cur.At, Latency: map[string]Stat{}, Kernel: map[string]Stat{}, Hists: map[string]Histogram{}, Stall: -1, CPUWait: -1, MetricsTimeout: cur.MetricsTimeout}
+	s := Sample{At: cur.At, Latency: map[string]Stat{}, Kernel: map[string]Stat{}, Hists: map[string]Histogram{}, Stall: -1, CPUWait: -1, MetricsTimeout: cur.MetricsTimeout,
+		Others: othersShare(old.Cost, cur.Cost, cur.At.Sub(old.At).Seconds())}
 	for name, h := range cur.Hists {
 		prev, ok := old.Hists[name]
 		if !ok {

@@ -14,9 +14,9 @@ import (
 // prepareGuard returns the guard (nil: none) and its baseline, and what
 // closes its inputs (kept files, the kept connection to etcd) once it is
 // done. A foreign window has no staging unit: the brake freezes the daemon
-// alone. scaleModel, when not nil, is how the brake scales iocost's
-// models (guard.ModelOptions).
-func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop, foreign bool, rep *Report, scaleModel func(context.Context, float64) error) (*guard.Guard, guard.Baseline, func()) {
+// alone. brake, when not nil, is how the model brake scales iocost's
+// models and reads its books (guard.ModelOptions, guard.CostInputs).
+func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop, foreign bool, rep *Report, brake *modelBrake) (*guard.Guard, guard.Baseline, func()) {
 	closeInputs := func() {}
 	if !s.o.Guard.Enabled {
 		return nil, nil, closeInputs
@@ -52,8 +52,12 @@ func (s *Stager) prepareGuard(ctx context.Context, disks []string, rateLoop, for
 		s.log.Info("latency guard: the write rate paces staging; freezing is the emergency brake",
 			"freeze_above_baseline_p99_x", gopts.BrakeFactor(), "rate_target_x", s.o.WriteRate.WithDefaults().Target)
 	}
-	if scaleModel != nil && s.o.Guard.IOCostBrake {
-		gopts.Model.Set = scaleModel
+	if brake != nil && s.o.Guard.IOCostBrake {
+		gopts.Model.Set = brake.scale
+		if brake.books != nil {
+			cs, closeSrc := guard.WithCost(src, brake.books), closeInputs
+			src, closeInputs = cs, func() { closeSrc(); _ = cs.Close() }
+		}
 	}
 	g, err := guard.New(gopts, src, s.d.Systemd)
 	if err != nil {

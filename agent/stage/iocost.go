@@ -36,6 +36,8 @@ type IOCost interface {
 	// disk nobody gave one for (agent/iocost/learn.go).
 	DiskID(disk string) (string, error)
 	Vrate(disk string) (float64, error)
+	// Dev is a disk's "major:minor" (the model brake's books).
+	Dev(disk string) (string, error)
 	LoadLearned() (iocost.LearnedSet, error)
 	SaveLearned(iocost.LearnedSet) error
 }

@@ -1,10 +1,52 @@
 package stage
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 
+	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/iocost"
 )
+
+// modelBrake is what the guard's model brake needs from the window: how
+// to scale the models, and where iocost's books are.
+type modelBrake struct {
+	scale func(context.Context, float64) error
+	books *guard.CostInputs
+}
+
+// costBooks says where the brake reads what the other tenants use
+// (guard.CostInputs): the cgroup2 root's io.stat, the stager's (the
+// staging unit's, in system.slice where systemd puts a transient service,
+// and the daemon's), by the window's iocost disks. nil when no disk's
+// device number reads: the brake then judges by etcd alone.
+func (s *Stager) costBooks(ctx context.Context, disks []string, foreign bool) *guard.CostInputs {
+	devs := map[string]string{}
+	for _, d := range disks {
+		dev, err := s.iocost.Dev(d)
+		if err != nil {
+			s.log.Warn("iocost: the model brake does not see the other tenants' share of this disk", "disk", d, "err", err)
+			continue
+		}
+		devs[dev] = d
+	}
+	if len(devs) == 0 {
+		return nil
+	}
+	var own []string
+	if !foreign {
+		own = append(own, filepath.Join(cgroupDir(s.o.SysRoot, "/system.slice/"+s.o.StagingUnit), "io.stat"))
+	}
+	if s.o.DaemonUnit != "" {
+		cg := "/system.slice/" + s.o.DaemonUnit
+		if c, err := s.d.Systemd.ControlGroup(ctx, s.o.DaemonUnit); err == nil && c != "" {
+			cg = c
+		}
+		own = append(own, filepath.Join(cgroupDir(s.o.SysRoot, cg), "io.stat"))
+	}
+	return &guard.CostInputs{Root: filepath.Join(cgroupDir(s.o.SysRoot, "/"), "io.stat"), Own: own, Devs: devs}
+}
 
 // scaleIOCost puts each of the window's disks on its model as the window
 // started times scale (the guard's model brake, guard.StepModel). On a

@@ -60,12 +60,13 @@ func (s *Stager) open(ctx context.Context, j *journal, rep *Report, foreign bool
 	w.memoryHigh = s.choosePacing(costDisks, ordersData)
 	rep.MemoryHigh = w.memoryHigh
 	loop := writeRateMode(s.o.WriteRateAuto, s.o.WriteBandwidthMax, s.o.Guard.Enabled, ordersData, useIOCost) == rateLoop
-	var scaleModel func(context.Context, float64) error
+	var brake *modelBrake
 	if useIOCost {
 		// w.cost is set below, before the guard runs.
-		scaleModel = func(_ context.Context, scale float64) error { return s.scaleIOCost(w.cost, scale) }
+		brake = &modelBrake{scale: func(_ context.Context, scale float64) error { return s.scaleIOCost(w.cost, scale) },
+			books: s.costBooks(ctx, costDisks, foreign)}
 	}
-	g, base, closeInputs := s.prepareGuard(ctx, rep.Disks, loop, foreign, rep, scaleModel)
+	g, base, closeInputs := s.prepareGuard(ctx, rep.Disks, loop, foreign, rep, brake)
 	w.closers = append(w.closers, closeInputs)
 	w.g, w.base = g, base
 	if ctx.Err() != nil {
