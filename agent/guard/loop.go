@@ -212,6 +212,7 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 	if mcfg.Deadline == 0 {
 		mcfg.Deadline = cfg.Deadline
 	}
+	maxFreeze := cfg.WithDefaults().MaxFreeze
 	win := Window{Span: g.o.Window}
 	long := Window{Span: RateWindow}
 	// The brake counts over its own window, cut only by its own cuts: a
@@ -377,9 +378,15 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 		case Freeze:
 			everFrozen = true
 			log.Info("latency guard decision", d.LogAttrs()...)
-			if err := g.each(ctx, "freezing", g.fz.Freeze); err != nil {
+			// Bounded by the longest freeze: systemd answers once the
+			// cgroup is frozen, and a task waiting in the kernel (on
+			// iocost's budget) freezes only when it wakes. Unbounded, a
+			// freeze call held the guard 94 s, past every thaw.
+			fctx, cancel := clockwork.WithTimeout(ctx, clk, maxFreeze)
+			if err := g.each(fctx, "freezing", g.fz.Freeze); err != nil {
 				log.Warn("latency guard: freezing", "err", err)
 			}
+			cancel()
 			win.Cut()
 			long.Cut()
 		case Thaw:

@@ -257,3 +257,54 @@ func TestBrakeFactor(t *testing.T) {
 		}
 	}
 }
+
+// stuckFreezer's freezes return only when their context ends: systemd
+// answers a freeze once the cgroup is frozen, and a task waiting in the
+// kernel (throttled by iocost) freezes only when it wakes.
+type stuckFreezer struct{ fakeFreezer }
+
+func (f *stuckFreezer) Freeze(ctx context.Context, u string) error {
+	f.record("freeze", u)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A freeze that systemd does not confirm holds the guard no longer than
+// the longest freeze: it goes on and thaws at the cap (in the bench the
+// guard was held 94 s by one such call).
+func TestGuardNotHeldByAStuckFreeze(t *testing.T) {
+	clk := clockwork.NewFakeClockAt(time.Unix(1000, 0))
+	src := &scriptSource{clk: clk, start: clk.Now(), latency: func(time.Duration) time.Duration { return 50 * time.Millisecond }}
+	fz := &stuckFreezer{fakeFreezer{clk: clk, start: clk.Now()}}
+	g, err := New(Options{Units: []string{"stage.service"}, Clock: clk, LearnFor: -1, Interval: 250 * time.Millisecond,
+		Config: Config{MaxFreeze: 2 * time.Second, FutileFreezes: -1}}, src, fz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan Stats)
+	go func() { done <- g.Run(ctx, Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 4 * time.Millisecond}}) }()
+	for i := 0; i < 40; i++ { // 10 s
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+		err := clk.BlockUntilContext(wctx, 1)
+		wcancel()
+		if err != nil {
+			cancel()
+			<-done
+			t.Fatalf("the guard is stuck %s in: %v", time.Duration(i)*250*time.Millisecond, fz.calls)
+		}
+		clk.Advance(250 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	thaws := 0
+	for _, c := range fz.calls {
+		if c.op == "thaw" && c.at < 10*time.Second {
+			thaws++
+		}
+	}
+	if thaws < 2 {
+		t.Errorf("%d thaws in 10 s with freezes never confirmed: %v", thaws, fz.calls)
+	}
+}
