@@ -284,7 +284,9 @@ func TestGuardNotHeldByAStuckFreeze(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan Stats)
-	go func() { done <- g.Run(ctx, Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 4 * time.Millisecond}}) }()
+	go func() {
+		done <- g.Run(ctx, Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 4 * time.Millisecond}})
+	}()
 	for i := 0; i < 40; i++ { // 10 s
 		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 		err := clk.BlockUntilContext(wctx, 1)
