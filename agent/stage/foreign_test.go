@@ -6,8 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
 
 	"github.com/update-agent/update-agent/agent/atomicfile"
 	"github.com/update-agent/update-agent/agent/guard"
@@ -144,10 +147,19 @@ func TestPaceForeignGuardFreezesTheDaemon(t *testing.T) {
 // cancels nothing.
 func TestRecoverUndoesAKilledForeignWindow(t *testing.T) {
 	e := newEnv(t)
-	s := e.stager(t, nil)
+	// The killed agent's systemd calls fail from the kill on: its window's
+	// goroutines run on in the test, and one still setting the daemon's
+	// memory bound after the recovery left a control file behind it (a
+	// dead process writes nothing).
+	dead := &killedSystemd{Systemd: e.sys}
+	s, err := New(e.opts, Deps{Systemd: dead, Runner: e.ostree, Scheduler: e.sched, Now: e.now})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	end := paceForeign(s, ctx)
 	e.waitOpen(t)
+	dead.killed.Store(true)
 	s.held.Close() // the kernel drops a dead process's lock
 	if err := e.sys.Freeze(context.Background(), daemonUnit); err != nil {
 		t.Fatal(err)
@@ -224,4 +236,46 @@ func TestPaceForeignMemoryHighFollowsTheDaemon(t *testing.T) {
 		t.Errorf("daemon MemoryHigh after = %d, want it set back (unset)", after)
 	}
 	e.assertUndone(t)
+}
+
+// killedSystemd is a killed agent's systemd: every call after the kill
+// fails.
+type killedSystemd struct {
+	Systemd
+	killed atomic.Bool
+}
+
+func (k *killedSystemd) dead() error {
+	if k.killed.Load() {
+		return errors.New("killed")
+	}
+	return nil
+}
+
+func (k *killedSystemd) SetRuntime(ctx context.Context, unit string, props ...sd.Property) error {
+	if err := k.dead(); err != nil {
+		return err
+	}
+	return k.Systemd.SetRuntime(ctx, unit, props...)
+}
+
+func (k *killedSystemd) Freeze(ctx context.Context, unit string) error {
+	if err := k.dead(); err != nil {
+		return err
+	}
+	return k.Systemd.Freeze(ctx, unit)
+}
+
+func (k *killedSystemd) Thaw(ctx context.Context, unit string) error {
+	if err := k.dead(); err != nil {
+		return err
+	}
+	return k.Systemd.Thaw(ctx, unit)
+}
+
+func (k *killedSystemd) Reload(ctx context.Context) error {
+	if err := k.dead(); err != nil {
+		return err
+	}
+	return k.Systemd.Reload(ctx)
 }
