@@ -113,20 +113,8 @@ func TestGuardScalesTheModel(t *testing.T) {
 			scales = append(scales, s)
 			return nil
 		}}}
-	g, err := New(o, src, &fakeFreezer{clk: clk, start: clk.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 4 * time.Millisecond}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan Stats)
-	go func() { done <- g.Run(ctx, base) }()
-	for i := 0; i < 40; i++ {
-		clk.BlockUntilContext(ctx, 1)
-		clk.Advance(250 * time.Millisecond)
-	}
-	cancel()
-	st := <-done
+	st := runGuardFor(t, o, src, &fakeFreezer{clk: clk, start: clk.Now()}, clk,
+		Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 4 * time.Millisecond}}, 10*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(scales) < 2 || scales[0] != 0.5 || scales[1] != 0.25 {
@@ -188,21 +176,8 @@ func TestModelBrakeCountsAcrossFreezes(t *testing.T) {
 			cutAt = append(cutAt, clk.Since(src.start))
 			return nil
 		}}}
-	fz := &fakeFreezer{clk: clk, start: clk.Now()}
-	g, err := New(o, src, fz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 5 * time.Millisecond}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan Stats)
-	go func() { done <- g.Run(ctx, base) }()
-	for clk.Since(src.start) < 20*time.Second {
-		clk.BlockUntilContext(ctx, 1)
-		clk.Advance(250 * time.Millisecond)
-	}
-	cancel()
-	st := <-done
+	st := runGuardFor(t, o, src, &fakeFreezer{clk: clk, start: clk.Now()}, clk,
+		Baseline{SignalWALFsync: {P99: 10 * time.Millisecond, Median: 5 * time.Millisecond}}, 20*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
 	if st.Freezes < 2 {
@@ -211,4 +186,23 @@ func TestModelBrakeCountsAcrossFreezes(t *testing.T) {
 	if len(cutAt) == 0 || cutAt[0] > 7*time.Second {
 		t.Errorf("model scaled at %v (%d freezes): want the first cut by the second scrape (6 s)", cutAt, st.Freezes)
 	}
+}
+
+// runGuardFor runs a guard on the fake clock for d, in 250 ms ticks, and
+// returns its stats.
+func runGuardFor(t *testing.T, o Options, src Source, fz Freezer, clk *clockwork.FakeClock, base Baseline, d time.Duration) Stats {
+	t.Helper()
+	g, err := New(o, src, fz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Stats)
+	go func() { done <- g.Run(ctx, base) }()
+	for end := clk.Now().Add(d); clk.Now().Before(end); {
+		clk.BlockUntilContext(ctx, 1)
+		clk.Advance(250 * time.Millisecond)
+	}
+	cancel()
+	return <-done
 }
