@@ -53,6 +53,10 @@ type Sample struct {
 	// the kernel's own books (CostInputs); -1 when unknown. The model
 	// brake never cuts the other tenants below what they use.
 	Others float64
+	// Books: iocost's books were read at both ends of the window (the
+	// share may still be unknown); Span is the window's length.
+	Books bool
+	Span  time.Duration
 }
 
 // Baseline is each signal's normal p99 and median, learned before staging

@@ -50,6 +50,11 @@ type ModelConfig struct {
 	// model cut below the host's needs throttles etcd too, and etcd's
 	// latency then asked for every further cut down to 1/16.
 	OthersMax float64
+	// BooksSpan: the other tenants' share counts over at least this much
+	// of the brake's window (default 1 s); where the books are read,
+	// no cut before it: the kernel updates them once a period, and two
+	// readings a tick apart showed a share of 0 (a cut at the first step).
+	BooksSpan time.Duration
 }
 
 // WithDefaults fills zero fields; brake is the guard's freeze factor.
@@ -74,6 +79,9 @@ func (c ModelConfig) WithDefaults(brake float64) ModelConfig {
 	}
 	if c.OthersMax == 0 {
 		c.OthersMax = 0.5
+	}
+	if c.BooksSpan == 0 {
+		c.BooksSpan = time.Second
 	}
 	return c
 }
@@ -134,10 +142,15 @@ func StepModel(cfg ModelConfig, base Baseline, st ModelState, in RateInput) (Mod
 	d, known := rc.congestion(base, in)
 	md := ModelDecision{At: now, Congestion: d}
 	// The other tenants' share, over the brake's window when there is one.
-	others := in.Sample.Others
+	judged := in.Sample
 	if !in.Long.At.IsZero() {
-		others = in.Long.Others
+		judged = in.Long
 	}
+	others := judged.Others
+	if judged.Span < cfg.BooksSpan {
+		others = -1
+	}
+	booksPending := judged.Books && others < 0
 	md.Others = others
 	old := st.Scale
 	switch {
@@ -158,6 +171,8 @@ func StepModel(cfg ModelConfig, base Baseline, st ModelState, in RateInput) (Mod
 		md.Reason = "over the limit, but the last cut has not shown yet"
 	case d.Congested && st.Scale <= cfg.MinScale:
 		md.Reason = "over the limit at the least scale: holding"
+	case d.Congested && booksPending:
+		md.Reason = "over the limit, but the other tenants' share is not known yet: holding"
 	case d.Congested && others >= 0 && others/cfg.Cut > cfg.OthersMax:
 		md.Reason = "over the limit, but a cut would leave the other tenants less than they use: holding"
 		md.OthersHold = true

@@ -26,8 +26,15 @@ func TestStepModel(t *testing.T) {
 		in.Long = Sample{Hists: map[string]Histogram{SignalWALFsync: h}}
 		return in
 	}
+	// The books read over a 5 s window; share -1: the share unknown (a
+	// stager's cgroup gone in it).
 	others := func(in RateInput, share float64) RateInput {
-		in.Sample.Others = share
+		in.Sample.Others, in.Sample.Books, in.Sample.Span = share, true, 5*time.Second
+		return in
+	}
+	young := func(in RateInput) RateInput {
+		in = others(in, 0.1)
+		in.Sample.Span = 250 * time.Millisecond
 		return in
 	}
 	cfg := ModelConfig{Deadline: time.Hour}.WithDefaults(2)
@@ -65,8 +72,12 @@ func TestStepModel(t *testing.T) {
 			RateInput{Sample: Sample{At: at(10), Stall: 0.9, QueueDepth: 40}, StallBase: 0.1}, 0.5, "no signal in the window: holding"},
 		{"etcd too slow to answer its metrics is a cut", cut, RateInput{Sample: Sample{At: at(10), Stall: -1, MetricsTimeout: true}}, 0.25,
 			"etcd over the brake's limit: the model overstates the disk, scaling it down"},
-		{"the other tenants' share unknown: cut as etcd says", fresh, others(wal(0, 25*time.Millisecond), -1), 0.5,
+		{"no books (iocost's not read): cut as etcd says", fresh, wal(0, 25*time.Millisecond), 0.5,
 			"etcd over the brake's limit: the model overstates the disk, scaling it down"},
+		{"books read, the share unknown: no cut", fresh, others(wal(0, 25*time.Millisecond), -1), 1,
+			"over the limit, but the other tenants' share is not known yet: holding"},
+		{"books over less than 1 s (the kernel updates them once a period): no cut", fresh, young(wal(0, 25*time.Millisecond)), 1,
+			"over the limit, but the other tenants' share is not known yet: holding"},
 		{"the other tenants at 20 % of the budget: a cut leaves them within half of it", fresh, others(wal(0, 25*time.Millisecond), 0.2), 0.5,
 			"etcd over the brake's limit: the model overstates the disk, scaling it down"},
 		{"at 30 %: a cut would take them to 60 %, not made", cut, others(wal(5, 50*time.Millisecond), 0.3), 0.5,

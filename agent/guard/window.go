@@ -47,7 +47,8 @@ func diskSignal(disk string) string { return "disk_await/" + disk }
 // Delta turns two readings into a sample of what happened between them.
 func Delta(old, cur Reading) Sample {
 	s := Sample{At: cur.At, Latency: map[string]Stat{}, Kernel: map[string]Stat{}, Hists: map[string]Histogram{}, Stall: -1, CPUWait: -1, MetricsTimeout: cur.MetricsTimeout,
-		Others: othersShare(old.Cost, cur.Cost, cur.At.Sub(old.At).Seconds())}
+		Others: othersShare(old.Cost, cur.Cost, cur.At.Sub(old.At).Seconds()), Books: old.Cost != nil && cur.Cost != nil,
+		Span: cur.At.Sub(old.At)}
 	for name, h := range cur.Hists {
 		prev, ok := old.Hists[name]
 		if !ok {

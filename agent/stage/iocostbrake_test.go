@@ -146,7 +146,7 @@ func TestModelBrakeLeavesTheOtherTenantsTheirShare(t *testing.T) {
 	e.opts.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	e.opts.Guard.IOCostBrake = true
 	e.opts.Guard.Options.Baseline = guard.Baseline{"wal_fsync": {P99: 8 * time.Millisecond, Median: 2 * time.Millisecond}}
-	e.opts.Guard.Options.Model.Config = guard.ModelConfig{Cooldown: 40 * time.Millisecond, MinScale: 0.25}
+	e.opts.Guard.Options.Model.Config = guard.ModelConfig{Cooldown: 40 * time.Millisecond, MinScale: 0.25, BooksSpan: 100 * time.Millisecond}
 	start := time.Now()
 	f, err := os.OpenFile(ioStat, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -160,14 +160,26 @@ func TestModelBrakeLeavesTheOtherTenantsTheirShare(t *testing.T) {
 		f.WriteAt([]byte(fmt.Sprintf("252:16 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0 cost.vrate=80.00 cost.usage=%d\n", used)), 0)
 	}
 	books()
+	// The books kept as the kernel keeps them, from before the window
+	// opens to its end.
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+				books()
+			}
+		}
+	}()
+	defer func() { close(stop); <-stopped }()
 	var inWindow string
 	e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
 		// The guard's 20 ms steps, over several of the brake's 40 ms
-		// cooldowns, the books kept as the kernel keeps them.
-		for end := time.Now().Add(400 * time.Millisecond); time.Now().Before(end); {
-			books()
-			time.Sleep(5 * time.Millisecond)
-		}
+		// cooldowns.
+		time.Sleep(400 * time.Millisecond)
 		inWindow = readString(t, model)
 		return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
 	}
@@ -176,7 +188,7 @@ func TestModelBrakeLeavesTheOtherTenantsTheirShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	if seed := iocost.Seed.Line("252:16"); inWindow != seed || rep.Guard.ModelCuts != 0 {
-		t.Errorf("io.cost.model %q, %d cuts with the other tenants at 80 %% of the budget; want the seed %q, none", inWindow, rep.Guard.ModelCuts, seed)
+		t.Errorf("io.cost.model %q, %d cuts with the other tenants at 80 %% of the budget; want the seed %q, none:\n%s", inWindow, rep.Guard.ModelCuts, seed, logs.String())
 	}
 	if want := `reason="over the limit, but a cut would leave the other tenants less than they use: holding" others_budget_share=`; !strings.Contains(logs.String(), want) {
 		t.Errorf("log lacks %s:\n%s", want, logs.String())
