@@ -24,9 +24,8 @@ import (
 // and the staging disks by "major:minor".
 type CostInputs struct {
 	Root string
-	Own  []string
+	Own  []string          // at most 64 (CostStat.OwnRead's bits)
 	Devs map[string]string // "254:0" -> "vda"
-	// Own is at most 64 files (CostStat.OwnRead).
 
 	// Pread is the files' (nil: pread(2); tests inject a removed
 	// cgroup's failure).

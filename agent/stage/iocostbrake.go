@@ -7,6 +7,7 @@ import (
 
 	"github.com/update-agent/update-agent/agent/guard"
 	"github.com/update-agent/update-agent/agent/iocost"
+	"github.com/update-agent/update-agent/agent/systemd"
 )
 
 // modelBrake is what the guard's model brake needs from the window: how
@@ -36,10 +37,10 @@ func (s *Stager) costBooks(ctx context.Context, disks []string, foreign bool) *g
 	}
 	var own []string
 	if !foreign {
-		own = append(own, filepath.Join(cgroupDir(s.o.SysRoot, "/system.slice/"+s.o.StagingUnit), "io.stat"))
+		own = append(own, filepath.Join(cgroupDir(s.o.SysRoot, systemd.SliceCgroup("system.slice", s.o.StagingUnit)), "io.stat"))
 	}
 	if s.o.DaemonUnit != "" {
-		cg := "/system.slice/" + s.o.DaemonUnit
+		cg := systemd.SliceCgroup("system.slice", s.o.DaemonUnit)
 		if c, err := s.d.Systemd.ControlGroup(ctx, s.o.DaemonUnit); err == nil && c != "" {
 			cg = c
 		}
