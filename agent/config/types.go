@@ -238,18 +238,6 @@ type Guard struct {
 	// by etcd's own latency (guard.StepModel; make bench on ext4's small
 	// disk: x1.83 alone against x6.78 without it).
 	IOCostBrake bool `toml:"iocost_brake"`
-	// IOCostBrakeFactor: the brake's limit, a multiple of etcd's baseline
-	// p99 (0: LatencyFactor). Apart from freezing's: a cut costs staging
-	// rate, not a stop, and the books forbid the cut that starves the host.
-	IOCostBrakeFactor float64 `toml:"iocost_brake_factor"`
-}
-
-// BrakeFactor is the model brake's limit in effect.
-func (g Guard) BrakeFactor() float64 {
-	if g.IOCostBrakeFactor != 0 {
-		return g.IOCostBrakeFactor
-	}
-	return g.LatencyFactor
 }
 
 // Lock is the reboot semaphore in etcd.

@@ -263,9 +263,6 @@ func (k *checker) guard(g *Guard) {
 	if g.RateLoopLatencyFactor <= 1 {
 		k.fail("guard.rate_loop_latency_factor", "must be > 1, got %v", g.RateLoopLatencyFactor)
 	}
-	if g.IOCostBrakeFactor != 0 && g.IOCostBrakeFactor <= 1 {
-		k.fail("guard.iocost_brake_factor", "must be 0 (guard.latency_factor) or > 1, got %v", g.IOCostBrakeFactor)
-	}
 	if g.ThawFactor < 1 || (g.LatencyFactor > 1 && g.ThawFactor > g.LatencyFactor) {
 		k.failRel("guard.thaw_factor", []string{"guard.latency_factor"}, "must be >= 1 and <= guard.latency_factor (%v), got %v", g.LatencyFactor, g.ThawFactor)
 	}

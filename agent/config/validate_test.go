@@ -45,7 +45,6 @@ func TestValidationRules(t *testing.T) {
 		{"[staging]\nio_write_bandwidth_max = \"20\"", "staging.io_write_bandwidth_max", `must be "auto", "" (no cap) or >= 1M, got 20 bytes/s`},
 		{"[staging]\nio_write_bandwidth_max = \"fast\"", "staging.io_write_bandwidth_max", `invalid size "fast"`},
 		{"[guard]\nlatency_target = 1.0", "guard.latency_target", `must be > 1 and <= guard.latency_factor (2), got 1`},
-		{"[guard]\niocost_brake_factor = 1.0", "guard.iocost_brake_factor", `must be 0 (guard.latency_factor) or > 1, got 1`},
 		{"[guard]\nlatency_target = 3.0", "guard.latency_target", `must be > 1 and <= guard.latency_factor (2), got 3`},
 		{"[guard]\nbaseline_max_age = \"0s\"", "guard.baseline_max_age", `must be`},
 		{"[staging]\nio_write_bandwidth_max = \"-5M\"", "staging.io_write_bandwidth_max", `invalid size "-5M"`},

@@ -159,7 +159,7 @@ type Inputs struct {
 	// iocost); IOCostEtcdIOWeight goes on LocalUnit under iocost.
 	StagingUnit, DaemonUnit                      string
 	IOWeight, IOCostIOWeight, IOCostEtcdIOWeight uint64
-	// IOCostBrake is guard.iocost_brake; BrakeFactor the brake's limit (config.Guard.BrakeFactor).
+	// IOCostBrake is guard.iocost_brake; BrakeFactor guard.latency_factor.
 	IOCostBrake bool
 	BrakeFactor float64
 }

@@ -143,7 +143,7 @@ func (d Doctor) modelBrake() Result {
 	case !d.In.IOCostBrake:
 		r.Detail = "off (guard.iocost_brake = false); a model that overstates the disk is not caught"
 	default:
-		r.Detail = fmt.Sprintf("on: etcd's latency over %gx its normal p99 scales the iocost models down in the window, never below what the other cgroups use by iocost's own books (guard.iocost_brake, guard.iocost_brake_factor)", d.In.BrakeFactor)
+		r.Detail = fmt.Sprintf("on: etcd's latency over %gx its normal p99 scales the iocost models down in the window, never below what the other cgroups use by iocost's own books (guard.iocost_brake, guard.latency_factor)", d.In.BrakeFactor)
 	}
 	return r
 }

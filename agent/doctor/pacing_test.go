@@ -104,7 +104,7 @@ func TestPacingLines(t *testing.T) {
 			"ok    pacing vda     iocost with the operator's model (staging.iocost_models)",
 			"ok    pacing vdb     iocost with the operator's model (staging.iocost_models)",
 			"ok    iocost models  vda, vdb: staging disks",
-			"ok    iocost brake   on: etcd's latency over 2x its normal p99 scales the iocost models down in the window, never below what the other cgroups use by iocost's own books (guard.iocost_brake, guard.iocost_brake_factor)",
+			"ok    iocost brake   on: etcd's latency over 2x its normal p99 scales the iocost models down in the window, never below what the other cgroups use by iocost's own books (guard.iocost_brake, guard.latency_factor)",
 		}},
 		{"the model brake off", xfs, func(d *Doctor) {
 			d.In.IOCost, d.In.IOCostModels, d.In.IOCostBrake = iocost.WithModel, both, false

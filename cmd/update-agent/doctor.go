@@ -64,7 +64,7 @@ func runDoctor(env *cmdEnv, args []string) error {
 			StagingUnit: stage.DefaultStagingUnit, DaemonUnit: rpmOstreeDaemon,
 			IOWeight: uint64(cfg.Staging.IOWeight), IOCostIOWeight: uint64(cfg.Staging.IOCostIOWeight),
 			IOCostEtcdIOWeight: uint64(cfg.Staging.IOCostEtcdIOWeight),
-			IOCostBrake:        cfg.Guard.IOCostBrake, BrakeFactor: cfg.Guard.BrakeFactor(),
+			IOCostBrake:        cfg.Guard.IOCostBrake, BrakeFactor: cfg.Guard.LatencyFactor,
 		},
 		OS:      &rpmostree.Client{Path: cfg.Agent.RPMOstree, Runner: oplog.Runner{Log: log}},
 		Cgroups: doctor.SystemdCgroups{Root: *root},

@@ -93,8 +93,7 @@ func stageOptions(cfg *config.Config, root, stateDir string, client *rpmostree.C
 		MetricsEvery: g.MetricsInterval.D(),
 		IOCostBrake:  g.IOCostBrake,
 		Options: guard.Options{Config: gc, Baseline: gb, Interval: g.Interval.D(), Window: g.Window.D(),
-			LearnFor: g.LearnPeriod.D(), Log: log,
-			Model: guard.ModelOptions{Config: guard.ModelConfig{Factor: g.BrakeFactor()}}},
+			LearnFor: g.LearnPeriod.D(), Log: log},
 	}
 	if g.IOPressureThreshold > 0 {
 		// etcd's own cgroup when known: the stager's stalls do not count there.

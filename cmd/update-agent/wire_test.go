@@ -94,14 +94,6 @@ func TestWireMapsConfig(t *testing.T) {
 	if !o.Guard.IOCostBrake {
 		t.Errorf("guard.iocost_brake off by default, want on: a model overstating the disk is caught by etcd's latency")
 	}
-	if f := o.Guard.Options.Model.Config.Factor; f != cfg.Guard.LatencyFactor {
-		t.Errorf("the brake's limit %vx by default, want guard.latency_factor's %vx", f, cfg.Guard.LatencyFactor)
-	}
-	cfg.Guard.IOCostBrakeFactor = 1.5
-	if f := stageOptions(cfg, root, a.stateDir, a.os.Client, a.log).Guard.Options.Model.Config.Factor; f != 1.5 {
-		t.Errorf("guard.iocost_brake_factor = 1.5: the brake's limit %vx", f)
-	}
-	cfg.Guard.IOCostBrakeFactor = 0
 	if !o.MemoryHighAuto || o.Policy.MemoryHigh != 0 {
 		t.Errorf("memory_high %d (auto %v), want auto by default: each window chooses", o.Policy.MemoryHigh, o.MemoryHighAuto)
 	}

@@ -260,17 +260,11 @@ func IOCostScenarios(d Disk) []Scenario {
 		// catches of the overstated model, and what it costs the defaults.
 		{ID: "i-iocost-model-over4x-nobrake", Stager: Agent, AgentConfig: scaled(4) + "[guard]\niocost_brake = false\n"},
 		{ID: "i-iocost-nobrake", Stager: Agent, AgentConfig: "[guard]\niocost_brake = false\n"},
-		// The brake nearer the 1.3x promise than freezing's 2x, now that
-		// the books forbid the cut that starves the host: for the defaults
-		// and the overstated model.
-		{ID: "i-iocost-brake-1.5x", Stager: Agent, AgentConfig: "[guard]\niocost_brake_factor = 1.5\n"},
-		{ID: "i-iocost-brake-1.3x", Stager: Agent, AgentConfig: "[guard]\niocost_brake_factor = 1.3\n"},
 		// The QoS at p95, as before pct99-ext4-200MiB-1 (measured on the
 		// small disk only): on the fast disk the first window's vrate
 		// stayed at 245-354 % at p99 (flat for minutes), 380-548 % at p95
 		// (auto-ext4-200MiB-1), and staging took 7x plain.
 		{ID: "i-iocost-pct95", Stager: Agent, AgentConfig: "[staging]\niocost_percentile = 95\n"},
-		{ID: "i-iocost-model-over4x-brake-1.5x", Stager: Agent, AgentConfig: scaled(4) + "[guard]\niocost_brake_factor = 1.5\n"},
 		// The issue harness's 20 ms target instead of the one derived from
 		// etcd's baseline (10.5 ms on the small ext4 disk: etcd at alone's
 		// p99, staging 5.4x naive, iocost-ext4-200MiB-1): how much staging
