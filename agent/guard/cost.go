@@ -66,6 +66,9 @@ func (s *costSource) Close() error { return s.c.close() }
 type CostStat struct {
 	Usage, Own uint64
 	OwnRead    uint64
+	// Vrate is the root's cost.vrate at the reading (percent; 0: not
+	// printed).
+	Vrate float64
 }
 
 func (c *CostInputs) close() error {
@@ -95,11 +98,11 @@ func (c *CostInputs) read() (map[string]CostStat, error) {
 	if err != nil {
 		return nil, err
 	}
-	total := ParseCostUsage(string(b))
+	total, vrates := parseCost(string(b))
 	out := map[string]CostStat{}
 	for dev, disk := range c.Devs {
 		if u, ok := total[dev]; ok {
-			out[disk] = CostStat{Usage: u}
+			out[disk] = CostStat{Usage: u, Vrate: vrates[dev]}
 		}
 	}
 	if len(out) == 0 {
@@ -127,7 +130,14 @@ func (c *CostInputs) read() (map[string]CostStat, error) {
 
 // ParseCostUsage reads cost.usage per "major:minor" from an io.stat.
 func ParseCostUsage(s string) map[string]uint64 {
-	m := map[string]uint64{}
+	m, _ := parseCost(s)
+	return m
+}
+
+// parseCost reads cost.usage and cost.vrate (the root's lines alone
+// print it) per "major:minor".
+func parseCost(s string) (usage map[string]uint64, vrate map[string]float64) {
+	usage, vrate = map[string]uint64{}, map[string]float64{}
 	sc := bufio.NewScanner(strings.NewReader(s))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -137,12 +147,16 @@ func ParseCostUsage(s string) map[string]uint64 {
 		for _, kv := range f[1:] {
 			if v, ok := strings.CutPrefix(kv, "cost.usage="); ok {
 				if n, err := strconv.ParseUint(v, 10, 64); err == nil {
-					m[f[0]] = n
+					usage[f[0]] = n
+				}
+			} else if v, ok := strings.CutPrefix(kv, "cost.vrate="); ok {
+				if x, err := strconv.ParseFloat(v, 64); err == nil && x > 0 {
+					vrate[f[0]] = x
 				}
 			}
 		}
 	}
-	return m
+	return usage, vrate
 }
 
 // othersShare is the largest share of a disk's iocost budget that

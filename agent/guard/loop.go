@@ -222,6 +222,7 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 	brakeWin := Window{Span: RateWindow}
 	everFrozen := false
 	rateCuts := 0
+	var vrates VrateSpan
 	defer func() {
 		why := "stopped"
 		if c := context.Cause(ctx); c != nil {
@@ -254,6 +255,10 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 			a = append(a, "model_cuts", st.ModelCuts, "model_scale", round3(st.ModelScale))
 		}
 		log.Info("latency guard stopped", a...)
+		for _, v := range vrates.Summaries() {
+			log.Info("iocost vrate over the window", "disk", v.Disk, "min_pct", round3(v.Min), "mean_pct", round3(v.Mean),
+				"max_pct", round3(v.Max), "end_pct", round3(v.Last), "readings", v.Readings)
+		}
 	}()
 
 	var lastErr string
@@ -268,6 +273,7 @@ func (g *Guard) Run(ctx context.Context, base Baseline) (st Stats) {
 			defer cancel()
 		}
 		r, err := g.src.Read(rctx)
+		vrates.Add(r.At, r.Cost)
 		if err != nil && err.Error() != lastErr && ctx.Err() == nil {
 			log.Warn("latency guard: reading inputs", "err", err)
 		}

@@ -58,7 +58,8 @@ func TestModelBrakeScalesTheWindowsModel(t *testing.T) {
 	if set := e.learned(t); len(set.Disks) != 1 || set.Disks[0].Model != cut.Scale(80).Params() {
 		t.Errorf("learned %+v, want the cut model times the vrate: %s", set, cut.Scale(80).Params())
 	}
-	for _, want := range []string{`msg="iocost model scale" model_scale=0.5`, `msg="iocost at the window's end" disk=vdb model_source=seed vrate_pct=80 model_scale=0.25`} {
+	for _, want := range []string{`msg="iocost model scale" model_scale=0.5`, `msg="iocost at the window's end" disk=vdb model_source=seed vrate_pct=80 model_scale=0.25`,
+		`msg="iocost vrate over the window" disk=vdb min_pct=80 mean_pct=80 max_pct=80 end_pct=80`} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %s:\n%s", want, logs.String())
 		}
