@@ -188,12 +188,21 @@ type Loads struct {
 
 // StartLoads starts both loads; results go to dir.
 func StartLoads(ctx context.Context, g Guest, dir, fioDir string, job []string, putRate int) (Loads, error) {
-	fio := "fio " + strings.Join(quoteAll(job), " ") + " --output=" + q(dir+"/fio.json")
+	// fio stops on its trigger file (StopLoads), from its main loop: a
+	// SIGINT runs fio's handler in the job process too, which allocates
+	// and writes (not async-signal-safe), and 2 stops in ~40 hung past
+	// systemd's 90 s stop timeout, losing the report. The verify state
+	// the trigger saves goes to the job's directory.
+	fio := "fio " + strings.Join(quoteAll(job), " ") + " --output=" + q(dir+"/fio.json") +
+		" --trigger-file=" + fioStopFile + " --aux-path=" + q(fioDir)
 	out, err := sh(ctx, g, strings.Join([]string{
 		"rm -rf " + q(dir) + " && mkdir -p " + q(dir),
 		"rm -rf " + q(fioDir) + " && mkdir -p " + q(fioDir),
+		"rm -f " + fioStopFile,
 		"echo $(date +%s%N)",
-		"systemd-run -q --unit=bench-fio --collect -p KillSignal=SIGINT -- " + fio,
+		// The fallback SIGINT to fio's main process alone (it sleeps
+		// between polls), the job's kept from the handler.
+		"systemd-run -q --unit=bench-fio --collect -p KillSignal=SIGINT -p KillMode=mixed -p TimeoutStopSec=150 -- " + fio,
 		fmt.Sprintf("systemd-run -q --unit=bench-put --collect -- /usr/local/bin/putload -rate %d -out %s", putRate, q(dir+"/etcd")),
 	}, " && "))
 	if err != nil {
@@ -206,11 +215,25 @@ func StartLoads(ctx context.Context, g Guest, dir, fioDir string, job []string, 
 	return Loads{Dir: dir, StartNS: ns}, nil
 }
 
-// StopLoads stops both loads (fio writes its report on SIGINT, putload its
-// last scrape on SIGTERM) and waits until they are gone.
+// fioStopFile is fio's trigger file: its existence ends the job.
+const fioStopFile = "/run/bench-fio.stop"
+
+// StopLoads stops both loads (fio on its trigger file, writing its report;
+// putload writes its last scrape on SIGTERM) and waits until they are
+// gone. A fio still running after 120 s leaves its threads' kernel stacks
+// in the error (a wait in the kernel or a deadlock in fio) before systemd
+// stops it.
 func StopLoads(ctx context.Context, g Guest) error {
-	_, err := sh(ctx, g, `systemctl stop bench-fio bench-put 2>/dev/null; for i in $(seq 1 120); do systemctl -q is-active bench-fio bench-put || exit 0; sleep 0.5; done; exit 1`)
-	return err
+	_, err := sh(ctx, g, `touch `+fioStopFile+`; systemctl stop bench-put 2>/dev/null
+for i in $(seq 1 240); do systemctl -q is-active bench-fio bench-put || exit 0; sleep 0.5; done
+for t in $(cat /sys/fs/cgroup/system.slice/`+fioUnit+`/cgroup.threads 2>/dev/null); do
+  echo "== fio thread $t $(grep State /proc/$t/status) wchan=$(cat /proc/$t/wchan)"; cat /proc/$t/stack
+done >&2
+systemctl stop bench-fio 2>/dev/null; exit 1`)
+	if err != nil {
+		return fmt.Errorf("stopping the loads (fio not done 120 s after its trigger file): %w", err)
+	}
+	return nil
 }
 
 func quoteAll(ss []string) []string {
