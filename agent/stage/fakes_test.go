@@ -33,7 +33,10 @@ type fakeSystemd struct {
 	calls      []string
 	// finish decides how the staging unit ends: called by Wait; it may
 	// block (until ctx is done) to simulate a long staging.
-	finish    func(ctx context.Context) (systemd.UnitStatus, error)
+	finish func(ctx context.Context) (systemd.UnitStatus, error)
+	// onStart, when set, runs once a transient unit has started (what
+	// the kernel shows changing once staging runs).
+	onStart   func(unit string)
 	failOn    map[string]error // "Restart rpm-ostreed.service" -> error
 	reloads   int
 	lookups   map[string]int // Brief and ControlGroup reads by unit
@@ -69,12 +72,16 @@ func (f *fakeSystemd) StartTransient(_ context.Context, t systemd.TransientServi
 		return err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	u := f.unit(t.Name)
 	if u.active == "active" {
+		f.mu.Unlock()
 		return fmt.Errorf("unit %s already exists", t.Name)
 	}
 	u.active, u.sub, u.started = "active", "running", &t
+	f.mu.Unlock()
+	if f.onStart != nil {
+		f.onStart(t.Name)
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"time"
@@ -138,6 +139,9 @@ func (s *Stager) applyIOCost(ctx context.Context, j *journal, w *iocostWindow) e
 	if err := s.iocost.Apply(w.plans); err != nil {
 		return err
 	}
+	if err := s.rebaseIOCost(w); err != nil {
+		return err
+	}
 	// iocost shares a disk by weight among siblings: say who is weighted,
 	// and that every other cgroup keeps its own share (doctor says the
 	// same from the same decision).
@@ -162,4 +166,36 @@ func (s *Stager) iocostWeights(w *iocostWindow) iocost.Weights {
 	}
 	etcd, _ := iocost.EtcdWeight(s.o.IOCost.EtcdIOWeight, w.ordersData)
 	return iocost.WindowWeights(true, unit, s.o.DaemonUnit, s.o.Policy.IOWeight, s.o.IOCost.IOWeight, s.o.EtcdUnit, etcd)
+}
+
+// rebaseIOCost starts the window at its plans' rates whatever vrate the
+// kernel kept from an earlier window in this boot (iocost.Rebase): read
+// once iocost is on (io.stat prints it only then), the plans rewritten
+// over it. Unread, the window runs as applied.
+func (s *Stager) rebaseIOCost(w *iocostWindow) error {
+	changed := false
+	for i, p := range w.plans {
+		if p.Model == nil {
+			continue
+		}
+		v, err := s.iocost.Vrate(p.Disk)
+		if err != nil {
+			s.log.Warn("iocost: vrate unread at the window's start; an earlier window's may scale this one", "disk", p.Disk, "err", err)
+			continue
+		}
+		r := iocost.Rebase(p, v)
+		if r.Model == p.Model {
+			continue
+		}
+		s.log.Info("iocost: the kernel kept an earlier window's vrate; the model rebased on it", "disk", p.Disk,
+			"carried_vrate_pct", v, "model", p.Disk+" "+r.Model.Params(), "vrate_min", round3(r.QoS.Min), "vrate_max", round3(r.QoS.Max))
+		w.plans[i], changed = r, true
+	}
+	if !changed {
+		return nil
+	}
+	if err := s.iocost.Apply(w.plans); err != nil {
+		return fmt.Errorf("rebasing the iocost models on the kernel's vrate: %w", err)
+	}
+	return nil
 }

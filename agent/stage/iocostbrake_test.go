@@ -27,7 +27,7 @@ func TestModelBrakeScalesTheWindowsModel(t *testing.T) {
 	*window = time.Minute
 	var logs lockedBuffer
 	e.opts.Log = slog.New(slog.NewTextHandler(&logs, nil))
-	os.WriteFile(ioStat, []byte("252:16 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0 cost.vrate=80.00 cost.usage=7\n"), 0o644)
+	e.vrateInWindow(ioStat, "80.00")
 	e.opts.Guard.IOCostBrake = true
 	e.opts.Guard.Options.Baseline = guard.Baseline{"wal_fsync": {P99: 8 * time.Millisecond, Median: 2 * time.Millisecond}}
 	e.opts.Guard.Options.Model.Config = guard.ModelConfig{Cooldown: 40 * time.Millisecond, MinScale: 0.25}
@@ -72,7 +72,7 @@ func TestModelBrakeOff(t *testing.T) {
 	e := newEnv(t)
 	model, ioStat, window := e.learnEnv(t)
 	*window = time.Minute
-	os.WriteFile(ioStat, []byte("252:16 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0 cost.vrate=80.00 cost.usage=7\n"), 0o644)
+	e.vrateInWindow(ioStat, "80.00")
 	e.opts.Guard.Options.Baseline = guard.Baseline{"wal_fsync": {P99: 8 * time.Millisecond, Median: 2 * time.Millisecond}}
 	e.opts.Guard.Options.Model.Config = guard.ModelConfig{Cooldown: 40 * time.Millisecond}
 	var inWindow string
@@ -158,7 +158,7 @@ func TestModelBrakeLeavesTheOtherTenantsTheirShare(t *testing.T) {
 		// In place, fixed width, one write: the kernel's reads never see
 		// half a file, nor must the guard's here.
 		used := 1_000_000_000 + time.Since(start).Microseconds()*8/10
-		f.WriteAt([]byte(fmt.Sprintf("252:16 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0 cost.vrate=80.00 cost.usage=%d\n", used)), 0)
+		f.WriteAt([]byte(fmt.Sprintf("252:16 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0 cost.vrate=100.00 cost.usage=%d\n", used)), 0)
 	}
 	books()
 	// The books kept as the kernel keeps them, from before the window

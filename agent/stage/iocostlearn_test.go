@@ -38,6 +38,17 @@ func (e *env) learnEnv(t *testing.T) (model, ioStat string, window *time.Duratio
 	return model, ioStat, window
 }
 
+// vrateInWindow has the root's io.stat show iocost at 100 % when the
+// window starts (a first enable in this boot) and at vrate once staging
+// runs, as the kernel moves it.
+func (e *env) vrateInWindow(ioStat, vrate string) {
+	line := func(v string) []byte {
+		return []byte("252:16 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0 cost.vrate=" + v + " cost.usage=7\n")
+	}
+	os.WriteFile(ioStat, line("100.00"), 0o644)
+	e.sys.onStart = func(string) { os.WriteFile(ioStat, line(vrate), 0o644) }
+}
+
 func (e *env) learned(t *testing.T) iocost.LearnedSet {
 	t.Helper()
 	var set iocost.LearnedSet
@@ -75,7 +86,7 @@ func TestIOCostLearnsTheDisk(t *testing.T) {
 	}
 	for i, st := range steps {
 		*window = st.window
-		os.WriteFile(ioStat, []byte("252:16 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0 cost.vrate="+st.vrate+" cost.usage=7\n"), 0o644)
+		e.vrateInWindow(ioStat, st.vrate)
 		var inWindow string
 		e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
 			inWindow = readString(t, model)
@@ -107,6 +118,44 @@ func TestIOCostLearnsTheDisk(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "window too short to learn") {
 		t.Errorf("log does not say the short window taught nothing:\n%s", logs.String())
+	}
+}
+
+// The kernel keeps a disk's vrate across enables in one boot: a window
+// that finds it at 200 % runs its model at half, with the bounds twice
+// the configured ones, so the kernel's rate starts at the plan's; the
+// model learned is what the window ran times where the kernel ended (not
+// the seed times it, which would count the first 200 % again).
+func TestIOCostRebasesOnTheCarriedVrate(t *testing.T) {
+	e := newEnv(t)
+	model, ioStat, window := e.learnEnv(t)
+	*window = time.Minute
+	var logs lockedBuffer
+	e.opts.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	line := func(v string) []byte {
+		return []byte("252:16 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0 cost.vrate=" + v + " cost.usage=7\n")
+	}
+	os.WriteFile(ioStat, line("200.00"), 0o644)
+	e.sys.onStart = func(string) { os.WriteFile(ioStat, line("250.00"), 0o644) }
+	half := iocost.Seed.Scale(50)
+	var inWindow string
+	e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
+		inWindow = readString(t, model)
+		e.assertIOCostWindow(t, filepath.Join(e.opts.SysRoot, "fs/cgroup/io.cost.qos"),
+			strings.Replace(windowQoS, "min=5.00 max=150.00", "min=10.00 max=300.00", 1))
+		return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
+	}
+	if _, err := e.stager(t, fakeDaemon{idle: false}).Run(context.Background(), argv); err != nil {
+		t.Fatal(err)
+	}
+	if want := half.Line("252:16"); inWindow != want {
+		t.Errorf("io.cost.model in the window %q, want the seed at half %q", inWindow, want)
+	}
+	if set := e.learned(t); len(set.Disks) != 1 || set.Disks[0].Model != half.Scale(250).Params() {
+		t.Errorf("learned %+v, want %s", set, half.Scale(250).Params())
+	}
+	if want := `carried_vrate_pct=200`; !strings.Contains(logs.String(), want) {
+		t.Errorf("log lacks %s:\n%s", want, logs.String())
 	}
 }
 
