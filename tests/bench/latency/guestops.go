@@ -300,6 +300,28 @@ func Reset(ctx context.Context, g Guest, l Layout, base, update string) error {
 	return resetPlain(ctx, g, base, update)
 }
 
+// ResetIOCostVrate puts iocost's vrate back at 100 % on every disk it
+// was set up on in this boot: the kernel keeps it from one window to the
+// next (it resets it only when the device class it picks defaults by
+// changes), so every window but a boot's first would start at the one
+// before's end (the agent rebases on it, within the kernel's 10000 %;
+// the bench wants each repetition a first window). The class follows the
+// rotational flag: flipped with a QoS write (which refreshes the class),
+// then back with another. The lines left are the kernel's own, iocost
+// off, as the agent's restore leaves them.
+func ResetIOCostVrate(ctx context.Context, g Guest) error {
+	_, err := sh(ctx, g, `for b in /sys/block/vd*; do
+  dev=$(cat $b/dev); grep -q "^$dev " /sys/fs/cgroup/io.cost.qos || continue
+  r=$(cat $b/queue/rotational)
+  echo $((1 - r)) > $b/queue/rotational && echo "$dev enable=0 ctrl=auto" > /sys/fs/cgroup/io.cost.qos
+  echo $r > $b/queue/rotational && echo "$dev enable=0 ctrl=auto" > /sys/fs/cgroup/io.cost.qos || exit 1
+done`)
+	if err != nil {
+		return fmt.Errorf("resetting iocost's vrate: %w", err)
+	}
+	return nil
+}
+
 func resetPlain(ctx context.Context, g Guest, base, update string) error {
 	_, err := sh(ctx, g, strings.Join([]string{
 		"systemctl stop update-agent " + companionUnit + " rpm-ostreed 2>/dev/null; systemctl reset-failed update-agent " + companionUnit + " rpm-ostreed 2>/dev/null; true",

@@ -250,6 +250,9 @@ func runScenario(ctx context.Context, g Guest, l Layout, d Disk, sc Scenario, pl
 	if err := Reset(ctx, g, l, base, update); err != nil {
 		return Measured{}, err
 	}
+	if err := ResetIOCostVrate(ctx, g); err != nil {
+		return Measured{}, err
+	}
 	if sc.BootScheduler != "" {
 		// Before the loads, as at boot: no queue to drain.
 		if err := selectScheduler(ctx, g, l.Dev, sc.BootScheduler); err != nil {
