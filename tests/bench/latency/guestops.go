@@ -311,14 +311,16 @@ func Reset(ctx context.Context, g Guest, l Layout, base, update string) error {
 // of 100..100 and a QoS every completion misses (100th percentile, 1 µs),
 // under which each busy period moves vrate 4 % toward the bounds
 // (ioc_adjust_base_vrate), with direct reads from a unit of its own to
-// keep iocost's timer running; then the kernel's own lines back, iocost
+// keep iocost's timer running (with the io controller on for it: I/O the
+// root cgroup is charged for is not iocost's, and the timer stayed
+// still); then the kernel's own lines back, iocost
 // off, as the agent's restore leaves them.
 func ResetIOCostVrate(ctx context.Context, g Guest) error {
 	_, err := sh(ctx, g, `for b in /sys/block/vd*; do
   dev=$(cat $b/dev) name=${b##*/}
   grep -q "^$dev " /sys/fs/cgroup/io.cost.qos || continue
   echo "$dev enable=1 ctrl=user rpct=100 rlat=1 wpct=100 wlat=1 min=100 max=100" > /sys/fs/cgroup/io.cost.qos || exit 1
-  systemd-run -q --wait --collect --unit=bench-vrate-reset -- timeout 60 sh -c \
+  systemd-run -q --wait --collect --unit=bench-vrate-reset -p IOAccounting=yes -p IOWeight=100 -- timeout 60 sh -c \
     "until grep -q '^$dev .*cost.vrate=100.00' /sys/fs/cgroup/io.stat; do dd if=/dev/$name of=/dev/null bs=4k count=64 iflag=direct 2>/dev/null; done"
   ok=$?
   line=$(grep "^$dev " /sys/fs/cgroup/io.stat)
