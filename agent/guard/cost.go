@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+
+	"github.com/update-agent/update-agent/agent/iocost"
 )
 
 // Under iocost the kernel keeps its own books: every cgroup's io.stat
@@ -135,9 +137,10 @@ func ParseCostUsage(s string) map[string]uint64 {
 }
 
 // parseCost reads cost.usage and cost.vrate (the root's lines alone
-// print it) per "major:minor".
+// print it; iocost.ParseVrates, as the window's learning reads it) per
+// "major:minor".
 func parseCost(s string) (usage map[string]uint64, vrate map[string]float64) {
-	usage, vrate = map[string]uint64{}, map[string]float64{}
+	usage = map[string]uint64{}
 	sc := bufio.NewScanner(strings.NewReader(s))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -149,14 +152,10 @@ func parseCost(s string) (usage map[string]uint64, vrate map[string]float64) {
 				if n, err := strconv.ParseUint(v, 10, 64); err == nil {
 					usage[f[0]] = n
 				}
-			} else if v, ok := strings.CutPrefix(kv, "cost.vrate="); ok {
-				if x, err := strconv.ParseFloat(v, 64); err == nil && x > 0 {
-					vrate[f[0]] = x
-				}
 			}
 		}
 	}
-	return usage, vrate
+	return usage, iocost.ParseVrates(s)
 }
 
 // othersShare is the largest share of a disk's iocost budget that
