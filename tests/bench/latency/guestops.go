@@ -350,3 +350,32 @@ func resetPlain(ctx context.Context, g Guest, base, update string) error {
 	}, " && "))
 	return err
 }
+
+// learnedFile is where the agent keeps the iocost models it learned
+// (agent/stage: the state directory's iocost-learned.json).
+const learnedFile = "/var/lib/update-agent/iocost-learned.json"
+
+// keptLearned is where the bench keeps what scenario id learned on disk
+// for a later scenario of the repetition (Scenario.LearnedFrom): /run,
+// since Reset empties the state directory and the run is one boot.
+func keptLearned(disk, id string) string { return "/run/bench-learned-" + disk + "-" + id + ".json" }
+
+// KeepLearned keeps the models scenario id's window learned on disk, if
+// it learned any (a rate-loop window learns nothing).
+func KeepLearned(ctx context.Context, g Guest, disk, id string) error {
+	k := keptLearned(disk, id)
+	if _, err := sh(ctx, g, "rm -f "+k+" && if [ -e "+learnedFile+" ]; then cp "+learnedFile+" "+k+"; fi"); err != nil {
+		return fmt.Errorf("keeping what %s learned: %w", id, err)
+	}
+	return nil
+}
+
+// RestoreLearned puts back, after Reset, the models scenario id learned
+// on disk earlier in the repetition; an error if it learned none there.
+func RestoreLearned(ctx context.Context, g Guest, disk, id string) error {
+	k := keptLearned(disk, id)
+	if _, err := sh(ctx, g, "test -s "+k+" && mkdir -p "+filepath.Dir(learnedFile)+" && cp "+k+" "+learnedFile); err != nil {
+		return fmt.Errorf("no iocost model learned by %s on %s before it in this repetition (BENCH_SCENARIOS must name %s too, and its window must learn): %w", id, disk, id, err)
+	}
+	return nil
+}

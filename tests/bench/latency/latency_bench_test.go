@@ -253,6 +253,11 @@ func runScenario(ctx context.Context, g Guest, l Layout, d Disk, sc Scenario, pl
 	if err := ResetIOCostVrate(ctx, g); err != nil {
 		return Measured{}, err
 	}
+	if sc.LearnedFrom != "" {
+		if err := RestoreLearned(ctx, g, d.Name, sc.LearnedFrom); err != nil {
+			return Measured{}, err
+		}
+	}
 	if sc.BootScheduler != "" {
 		// Before the loads, as at boot: no queue to drain.
 		if err := selectScheduler(ctx, g, l.Dev, sc.BootScheduler); err != nil {
@@ -323,6 +328,9 @@ func runScenario(ctx context.Context, g Guest, l Layout, d Disk, sc Scenario, pl
 	}
 	if sc.Stager == Agent || sc.Stager == Companion {
 		if m.StageLog, err = Fetch(ctx, g, l.stageLog()); err != nil {
+			return Measured{}, err
+		}
+		if err := KeepLearned(ctx, g, d.Name, sc.ID); err != nil {
 			return Measured{}, err
 		}
 		if sc.Profile {

@@ -110,6 +110,10 @@ func TestPlan(t *testing.T) {
 		if d.FS == "xfs" && d.IOPS != ScaleModel.IOPS {
 			want = append(want, "c-openshift2020", "e-agent-noguard")
 		}
+		// A host's second window beside its first, where the defaults learn.
+		if d.FS == "ext4" {
+			want = append(want, AgentLearned.ID)
+		}
 		// Companion mode beside plain staging, on the small XFS disk.
 		if d.Name == plan.Disks[0].Name {
 			want = append(want, CompanionScenario.ID, CompanionMatureScenario.ID)
@@ -121,6 +125,16 @@ func TestPlan(t *testing.T) {
 		}
 		if len(ids) != len(want) {
 			t.Errorf("%s: %d scenarios, want %d", d.Name, len(ids), len(want))
+		}
+	}
+	// A window that starts from what another learned comes after it.
+	for _, p := range []Plan{plan, full} {
+		for _, d := range p.Disks {
+			for i, s := range p.Scenarios[d.Name] {
+				if s.LearnedFrom != "" && !slices.ContainsFunc(p.Scenarios[d.Name][:i], func(e Scenario) bool { return e.ID == s.LearnedFrom }) {
+					t.Errorf("%s/%s starts from what %s learned, which does not run before it", d.Name, s.ID, s.LearnedFrom)
+				}
+			}
 		}
 	}
 	if n := len(full.Scenarios[full.Disks[0].Name]); n != 9+len(Knobs)+len(AgentRuns)+len(Probes)-1+6+len(IOCostScenarios(Disk{}))+1 {
@@ -139,7 +153,7 @@ func TestPlan(t *testing.T) {
 	for _, s := range full.Scenarios["ext4-500iops-20MBs"] {
 		ext4 = append(ext4, s.Key())
 	}
-	if want := "a-alone b-naive d-agent i-iocost-learn x-cpuburn-idle i-iocost-model i-iocost-learn-etcd100 i-iocost-learn-maxsect-64 i-iocost-learn-mem8M i-iocost-learn-mem8M-etcd100 i-iocost-model-over4x i-iocost-model-under4x i-iocost-model-over4x-nobrake i-iocost-nobrake i-iocost-pct95 i-iocost-model-20ms i-iocost-model-noguard i-iocost-model-mem256M i-iocost-loose i-iocost-noguard i-iocost-stager-weight-100 k-bfq-boot e-agent-noguard k-cpuweight-100 k-bwmax-none k-bwmax-5M k-bwmax-4M k-objfsync k-memoryhigh-64M k-memoryhigh-8M"; strings.Join(ext4, " ") != want {
+	if want := "a-alone b-naive d-agent d-agent-learned i-iocost-learn x-cpuburn-idle i-iocost-model i-iocost-learn-etcd100 i-iocost-learn-maxsect-64 i-iocost-learn-mem8M i-iocost-learn-mem8M-etcd100 i-iocost-model-over4x i-iocost-model-under4x i-iocost-model-over4x-nobrake i-iocost-nobrake i-iocost-pct95 i-iocost-model-20ms i-iocost-model-noguard i-iocost-model-mem256M i-iocost-loose i-iocost-noguard i-iocost-stager-weight-100 k-bfq-boot e-agent-noguard k-cpuweight-100 k-bwmax-none k-bwmax-5M k-bwmax-4M k-objfsync k-memoryhigh-64M k-memoryhigh-8M"; strings.Join(ext4, " ") != want {
 		t.Errorf("small ext4 disk in the sweep: %v, want %s", ext4, want)
 	}
 	// Naming a scenario picks it, not the sweep's load variants of it.

@@ -119,6 +119,11 @@ type Scenario struct {
 	// the reset and before the loads start, as the RPM's opt-in udev rule
 	// selects it at boot; "" leaves the disk's default (none).
 	BootScheduler string
+	// LearnedFrom (Agent only) starts the window from the iocost model
+	// the scenario of that ID learned on the same disk earlier in the
+	// repetition, as a host's every staging after its first, instead of
+	// from the seed.
+	LearnedFrom string
 }
 
 // Load names the fio load of s on d, as the table's "load" column.
@@ -211,6 +216,12 @@ var Knobs = []struct{ ID, Config string }{
 // guest's kernel has iocost: Debian 12's CONFIG_BLK_CGROUP_IOCOST=y),
 // beside d-agent on every disk of the plan.
 var IOCostLearn = Scenario{ID: "i-iocost-learn", Stager: Agent, AgentConfig: "[staging]\niocost = true\n"}
+
+// AgentLearned is the defaults on a disk they have staged on once: the
+// window starts from the model d-agent learned there in the same
+// repetition (ext4, where "auto" learns). d-agent alone measures only a
+// disk's first window, from the seed.
+var AgentLearned = Scenario{ID: "d-agent-learned", Stager: Agent, LearnedFrom: report.ScenarioAgent}
 
 // IOCostLearnEtcdOwnWeight is IOCostLearn with etcd's unit left at the
 // other units' IOWeight (100) instead of 10000: the other tenants' share
@@ -362,13 +373,16 @@ func MakePlan(quick bool) Plan {
 	for _, d := range []Disk{On("ext4", small), On("ext4", big)} {
 		p.Disks = append(p.Disks, d)
 		c := Core()
-		p.Scenarios[d.Name] = []Scenario{c[0], c[1], c[3]}
+		p.Scenarios[d.Name] = []Scenario{c[0], c[1], c[3], AgentLearned}
 	}
 	// The scale model on both filesystems: what the disk alone does.
 	for _, d := range []Disk{On("xfs", ScaleModel), On("ext4", ScaleModel)} {
 		p.Disks = append(p.Disks, d)
 		c := Core()
 		p.Scenarios[d.Name] = []Scenario{c[0], c[1], c[3]}
+		if d.FS == "ext4" {
+			p.Scenarios[d.Name] = append(p.Scenarios[d.Name], AgentLearned)
+		}
 	}
 	// On every disk: iocost with the auto model beside the rate loop (d-agent), and
 	// the CPU-only probe, the in-guest limit line of each table.
