@@ -35,11 +35,17 @@ func TestModelBrakeScalesTheWindowsModel(t *testing.T) {
 	cut := iocost.Seed.Scale(25)
 	var inWindow, qosInWindow string
 	e.sys.finish = func(context.Context) (systemd.UnitStatus, error) {
+		// The controller writes the model, then the QoS, each a truncate
+		// and a write on these plain files (one atomic write on cgroupfs):
+		// wait for both, or a read between the two sees an empty QoS.
 		deadline := time.Now().Add(10 * time.Second)
-		for readString(t, model) != cut.Line("252:16") && time.Now().Before(deadline) {
+		for {
+			inWindow, qosInWindow = readString(t, model), readString(t, qos)
+			if inWindow == cut.Line("252:16") && strings.HasSuffix(qosInWindow, " min=5.00 max=80.00") || time.Now().After(deadline) {
+				break
+			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		inWindow, qosInWindow = readString(t, model), readString(t, qos)
 		return systemd.UnitStatus{ActiveState: "active", SubState: "exited", Result: "success", ExecMainCode: 1}, nil
 	}
 	rep, err := e.stager(t, fakeDaemon{idle: false}).Run(context.Background(), argv)
