@@ -190,6 +190,9 @@ func (r *run) runOne(ctx context.Context, d Disk, sc Scenario, rep int) error {
 		return err
 	}
 	r.table.Rows = append(r.table.Rows, rows...)
+	if d.IOPS == ScaleModel.IOPS && d.BPS == ScaleModel.BPS && !slices.Contains(r.table.ScaleModel, d.Name) {
+		r.table.ScaleModel = append(r.table.ScaleModel, d.Name)
+	}
 	base := filepath.Join(r.out, "logs", LogBase(d, sc, rep))
 	for _, f := range []struct {
 		name string

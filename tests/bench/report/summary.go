@@ -201,35 +201,71 @@ func (c Target) String() string {
 	return fmt.Sprintf("target %s/%s %s: %s (median %s)", c.Row.Disk, c.Row.Load, c.What, verdict, c.Got)
 }
 
-// Targets checks the issue's goals on the medians of every (d) summary
-// row: p99 <= 1.3x (a); max <= 100 ms for the fio job, worst bucket <= 128
-// ms for etcd; staging <= 2x (b); setup-phase p99 <= 1.3x (a); puts
-// achieved >= 99% of asked; agent CPU <= 5% of one core. Reported, not
-// asserted: a missed target is a finding, not a test failure. An unknown
-// figure (no baseline) never counts as met.
+// The open issues' targets (pacing, tenants), on the defaults (d).
+const (
+	// P99Limit: etcd's and the fio job's p99 against alone, unless the
+	// run's CPU-only line (CPUOnlyScenario) is higher.
+	P99Limit = 1.3
+	// ScaleModelP99: the scale-model disks' p99 limit against alone.
+	ScaleModelP99 = 2.0
+	// FioMaxMS: the fio job's slowest write+fdatasync; EtcdWorstMS:
+	// etcd's worst histogram bucket.
+	FioMaxMS, EtcdWorstMS = 250.0, 256.0
+	// StagingLimit: staging time against plain staging (b).
+	StagingLimit = 3.0
+	// AgentCPULimit: the agent's CPU over the staging time, share of a
+	// core.
+	AgentCPULimit = 0.03
+	// CPUOnlyScenario burns CPU with the staging unit's CPU policy and
+	// writes nothing: where the 2-vCPU guest's CPU alone costs etcd more
+	// than P99Limit, its ratio is the line the issue holds the agent to.
+	CPUOnlyScenario = "x-cpuburn-idle"
+)
+
+// Targets checks the open issues' goals on the medians of every (d)
+// summary row: p99 <= 1.3x (a), or the CPU-only line where the run
+// measured one and it is higher, 2x on a scale-model disk; max <= 250 ms
+// for the fio job, worst bucket <= 256 ms for etcd; staging <= 3x (b);
+// setup-phase p99 within the p99 limit; puts achieved >= 99% of asked;
+// agent CPU <= 3% of one core. Reported, not asserted: a missed target
+// is a finding, not a test failure. An unknown figure (no baseline)
+// never counts as met.
 func (t Table) Targets() []Target {
 	var out []Target
 	le := func(s Spread, lim float64) bool { return s.N > 0 && s.Med <= lim }
+	cpuOnly := map[[2]string]Spread{}
+	for _, r := range t.Summary() {
+		if r.Scenario == CPUOnlyScenario {
+			cpuOnly[[2]string{r.Disk, r.Load}] = r.P99VsAlone
+		}
+	}
 	for _, r := range t.Summary() {
 		if r.Scenario != ScenarioAgent {
 			continue
 		}
-		maxLim, maxWhat := 100.0, "max <= 100ms"
-		if r.MaxIsBound {
-			maxLim, maxWhat = 128, "worst bucket <= 128ms"
+		p99Lim, p99What := P99Limit, fmt.Sprintf("p99 <= %.1fx alone", P99Limit)
+		if slices.Contains(t.ScaleModel, r.Disk) {
+			p99Lim, p99What = ScaleModelP99, fmt.Sprintf("p99 <= %.0fx alone (scale model)", ScaleModelP99)
+		} else if c := cpuOnly[[2]string{r.Disk, r.Load}]; c.N > 0 && c.Med > p99Lim {
+			p99Lim, p99What = c.Med, fmt.Sprintf("p99 <= the CPU-only line x%.2f", c.Med)
 		}
+		maxLim, maxWhat := FioMaxMS, fmt.Sprintf("max <= %.0fms", FioMaxMS)
+		if r.MaxIsBound {
+			maxLim, maxWhat = EtcdWorstMS, fmt.Sprintf("worst bucket <= %.0fms", EtcdWorstMS)
+		}
+		stageWhat := fmt.Sprintf("staging <= %.0fx naive", StagingLimit)
 		out = append(out,
-			Target{r, "p99 <= 1.3x alone", "x" + r.P99VsAlone.format(2), le(r.P99VsAlone, 1.3), r.P99VsAlone.N == 0},
+			Target{r, p99What, "x" + r.P99VsAlone.format(2), le(r.P99VsAlone, p99Lim), r.P99VsAlone.N == 0},
 			Target{r, maxWhat, r.Max.format(1) + "ms", le(r.Max, maxLim), r.Max.N == 0},
-			Target{r, "staging <= 2x naive", "x" + r.StageVsNaive.format(2), le(r.StageVsNaive, 2), r.StageVsNaive.N == 0})
+			Target{r, stageWhat, "x" + r.StageVsNaive.format(2), le(r.StageVsNaive, StagingLimit), r.StageVsNaive.N == 0})
 		if r.SetupP99VsAlone.N > 0 {
-			out = append(out, Target{r, "setup p99 <= 1.3x alone", "x" + r.SetupP99VsAlone.format(2), le(r.SetupP99VsAlone, 1.3), false})
+			out = append(out, Target{r, strings.Replace(p99What, "p99", "setup p99", 1), "x" + r.SetupP99VsAlone.format(2), le(r.SetupP99VsAlone, p99Lim), false})
 		}
 		if r.Achieved.N > 0 {
 			out = append(out, Target{r, "achieved >= 99% of asked", r.Achieved.format(3), r.Achieved.Med >= 0.99, false})
 		}
 		if r.CPUShare.N > 0 {
-			out = append(out, Target{r, "agent CPU <= 5% of a core", r.CPUShare.format(3), le(r.CPUShare, 0.05), false})
+			out = append(out, Target{r, fmt.Sprintf("agent CPU <= %.0f%% of a core", AgentCPULimit*100), r.CPUShare.format(3), le(r.CPUShare, AgentCPULimit), false})
 		}
 	}
 	return out

@@ -82,7 +82,13 @@ type Ratios struct {
 }
 
 // Table is the rows of one run, in the order measured.
-type Table struct{ Rows []Row }
+type Table struct {
+	Rows []Row
+	// ScaleModel names the scale-model disks (Row.Disk): slow enough that
+	// the disk, not the guest's CPU, bounds etcd; their p99 target is
+	// ScaleModelP99 x alone.
+	ScaleModel []string
+}
 
 func (t Table) find(disk, load, scenario string, rep int) (Row, bool) {
 	for _, r := range t.Rows {
