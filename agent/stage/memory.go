@@ -82,6 +82,8 @@ type memoryPacer struct {
 	// open: two opens a second per unit were most of the pacer's CPU in
 	// the TCG guest.
 	files map[string]*[2]guard.KernelFile
+	// stalls are what each unit waited on (stall.go), logged at the end.
+	stalls map[string]*stallMeter
 	// pread, when set, is the files' (tests inject the kernel's failures).
 	pread func(fd int, p []byte, off int64) (int, error)
 	clock clockwork.Clock // nil: the real one
@@ -132,6 +134,7 @@ func (p *memoryPacer) run(ctx context.Context, log *slog.Logger) {
 		}
 	}()
 	defer p.close()
+	defer p.logStalls(log)
 	for {
 		for _, u := range p.units {
 			was := p.set[u]
@@ -139,6 +142,9 @@ func (p *memoryPacer) run(ctx context.Context, log *slog.Logger) {
 			if err != nil && !logged[err.Error()] && ctx.Err() == nil {
 				logged[err.Error()] = true
 				log.Warn("staging memory bound not adjusted", "systemd_unit", u, "err", err)
+			}
+			if err := p.stall(u, clk.Now()); err != nil && ctx.Err() == nil {
+				log.Warn("what the staging unit waits on is not measured", "systemd_unit", u, "err", err)
 			}
 			if p.set[u] != was {
 				log.Info("staging memory bound follows the unit's own memory", "systemd_unit", u,
@@ -212,9 +218,51 @@ func (p *memoryPacer) step(ctx context.Context, unit string) error {
 	return nil
 }
 
+// stall reads what unit waited on while it runs (its cgroup known); an
+// error once, after which the unit is not read again.
+func (p *memoryPacer) stall(unit string, now time.Time) error {
+	dir, ok := p.dirs[unit]
+	if !ok {
+		return nil
+	}
+	if p.stalls == nil {
+		p.stalls = map[string]*stallMeter{}
+	}
+	m := p.stalls[unit]
+	if m == nil {
+		m = &stallMeter{}
+		p.stalls[unit] = m
+	}
+	if m.off {
+		return nil
+	}
+	if err := m.read(dir, now, p.pread); err != nil {
+		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+			m.stopped() // the unit stopped since its memory was read
+			return nil
+		}
+		m.off = true
+		m.close()
+		return err
+	}
+	return nil
+}
+
+// logStalls says, per unit, what it waited on over the window.
+func (p *memoryPacer) logStalls(log *slog.Logger) {
+	for _, u := range p.units {
+		if m := p.stalls[u]; m != nil && m.total.Span > 0 {
+			log.Info("what the staging unit waited on over the window", append([]any{"systemd_unit", u}, m.total.LogAttrs()...)...)
+		}
+	}
+}
+
 // forget drops what the pacer knows of a unit that stopped.
 func (p *memoryPacer) forget(unit string) {
 	delete(p.dirs, unit)
+	if m := p.stalls[unit]; m != nil {
+		m.stopped()
+	}
 	if f := p.files[unit]; f != nil {
 		f[0].Close()
 		f[1].Close()
@@ -225,6 +273,9 @@ func (p *memoryPacer) forget(unit string) {
 func (p *memoryPacer) close() {
 	for u := range p.files {
 		p.forget(u)
+	}
+	for _, m := range p.stalls {
+		m.close()
 	}
 }
 
