@@ -136,8 +136,8 @@ func Sweep() Plan {
 			// commit. The stager's CPU weight at the other units' (not
 			// "idle"): on the fast disk iocost's windows staged at 4.7-7x
 			// plain with rpm-ostreed waiting on the CPU 47 % of the time
-			// and vrate flat (brake-ext4-fast-200MiB-1), a stager the CPU
-			// holds back asks iocost for nothing more.
+			// and vrate flat (brake-ext4-fast-200MiB-1); on the small disk
+			// it staged no faster and cost etcd (cpuweight-ext4-200MiB-1).
 			// And the page cache bound at 64M (the defaults' "auto" is 8M
 			// under iocost on ext4): is it what holds staging at 4.6x
 			// plain on the fast disk, with the disk mostly idle?
