@@ -79,6 +79,10 @@ func TestStagingPolicyWindow(t *testing.T) {
 	if strings.Contains(j, "staging memory bound not adjusted") {
 		t.Errorf("the memory bound could not follow the units' memory:\n%s", j)
 	}
+	// What the stager waited on, from the kernel's cgroup files.
+	if !strings.Contains(j, "what the staging unit waited on over the window") || strings.Contains(j, "is not measured") {
+		t.Errorf("journal lacks what the staging units waited on, or could not read it:\n%s", j)
+	}
 }
 
 // pullDelay holds each pull of the stand-in's daemon a while so the
