@@ -121,6 +121,18 @@ func TestParseDiskStat(t *testing.T) {
 	}
 }
 
+func TestParseCPUStatUsage(t *testing.T) {
+	d, err := ParseCPUStatUsage([]byte("usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n"))
+	if err != nil || d != 1500*time.Millisecond {
+		t.Errorf("got %v, %v", d, err)
+	}
+	for _, bad := range []string{"user_usec 1\n", "usage_usec lots\n", ""} {
+		if _, err := ParseCPUStatUsage([]byte(bad)); err == nil {
+			t.Errorf("no error for %q", bad)
+		}
+	}
+}
+
 func TestParsePressure(t *testing.T) {
 	p, err := ParsePressure("some avg10=1.00 avg60=0.50 avg300=0.10 total=2500000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n")
 	if err != nil || p.SomeTotal != 2500*time.Millisecond || p.FullTotal != time.Second {

@@ -126,3 +126,18 @@ func (p Pressure) StallShare(old Pressure, dt time.Duration) float64 {
 	}
 	return s
 }
+
+// ParseCPUStatUsage is a cgroup cpu.stat's usage_usec: the CPU time its
+// tasks used.
+func ParseCPUStatUsage(b []byte) (time.Duration, error) {
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "usage_usec "); ok {
+			us, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("cpu.stat usage_usec %q: %w", v, err)
+			}
+			return time.Duration(us) * time.Microsecond, nil
+		}
+	}
+	return 0, fmt.Errorf("cpu.stat has no usage_usec line")
+}

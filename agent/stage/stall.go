@@ -1,10 +1,8 @@
 package stage
 
 import (
-	"bytes"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/update-agent/update-agent/agent/guard"
@@ -73,7 +71,7 @@ func (m *stallMeter) read(dir string, at time.Time, pread func(int, []byte, int6
 	r := stallReading{at: at}
 	b, err := m.files[0].Read()
 	if err == nil {
-		r.used, err = parseCPUStatUsage(b)
+		r.used, err = guard.ParseCPUStatUsage(b)
 	}
 	for i, into := range []*time.Duration{&r.cpuWait, &r.ioWait} {
 		if err != nil {
@@ -106,18 +104,4 @@ func (m *stallMeter) close() {
 		}
 		m.files = nil
 	}
-}
-
-// parseCPUStatUsage is a cgroup cpu.stat's usage_usec.
-func parseCPUStatUsage(b []byte) (time.Duration, error) {
-	for line := range bytes.Lines(b) {
-		if v, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("usage_usec ")); ok {
-			us, err := strconv.ParseUint(string(v), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("cpu.stat usage_usec %q: %w", v, err)
-			}
-			return time.Duration(us) * time.Microsecond, nil
-		}
-	}
-	return 0, fmt.Errorf("cpu.stat has no usage_usec line")
 }

@@ -41,18 +41,6 @@ func TestStallMeterSumsTheRuns(t *testing.T) {
 	}
 }
 
-func TestParseCPUStatUsage(t *testing.T) {
-	d, err := parseCPUStatUsage([]byte("usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n"))
-	if err != nil || d != 1500*time.Millisecond {
-		t.Errorf("got %v, %v", d, err)
-	}
-	for _, bad := range []string{"user_usec 1\n", "usage_usec lots\n", ""} {
-		if _, err := parseCPUStatUsage([]byte(bad)); err == nil {
-			t.Errorf("no error for %q", bad)
-		}
-	}
-}
-
 // writeStall fakes a unit's cgroup CPU use and pressure totals (µs).
 func writeStall(t *testing.T, dir string, used, cpuSome, ioSome int64) {
 	t.Helper()

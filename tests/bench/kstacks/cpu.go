@@ -28,16 +28,11 @@ func pressureSome(b []byte) (int64, error) {
 	return p.SomeTotal.Microseconds(), err
 }
 
-// ParseCPUStatUsage is a cgroup cpu.stat's usage_usec.
+// ParseCPUStatUsage is a cgroup cpu.stat's usage_usec in microseconds,
+// read by the agent's own parser (guard.ParseCPUStatUsage).
 func ParseCPUStatUsage(b []byte) (int64, error) {
-	for line := range bytes.Lines(b) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(string(line)), "usage_usec "); ok {
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-				return n, nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("cpu.stat %q: no usage_usec", b)
+	d, err := guard.ParseCPUStatUsage(b)
+	return d.Microseconds(), err
 }
 
 // userHZ is the unit of /proc/stat's times (USER_HZ, 100 on Linux).

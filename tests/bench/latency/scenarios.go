@@ -314,7 +314,7 @@ var AgentRuns = []Scenario{
 // policy, with and without a CPU quota, to see how much of etcd's latency
 // beside staging is CPU rather than I/O.
 var Probes = []Scenario{
-	{ID: "x-cpuburn-idle", Stager: CPUBurn, Burn: "CPUWeight=idle\nNice=10"},
+	{ID: report.CPUOnlyScenario, Stager: CPUBurn, Burn: "CPUWeight=idle\nNice=10"},
 	{ID: "x-cpuburn-quota50", Stager: CPUBurn, Burn: "CPUWeight=idle\nNice=10\nCPUQuota=50%"},
 }
 
