@@ -19,6 +19,57 @@ import (
 type Counters struct {
 	UsedUS, CPUSomeUS, IOSomeUS int64
 	CPUs                        int // the guest's; 0 for a cgroup
+	// IOCost is a cgroup's iocost figures, nil where its io.stat has
+	// none (no iocost on its disks, or blkcg_debug_stats off).
+	IOCost *IOCostCounters
+}
+
+// IOCostCounters are the cumulative iocost figures of a cgroup's io.stat
+// (blk-iocost's ioc_pd_stat, shown with blk_cgroup's blkcg_debug_stats
+// on), in microseconds, summed over its disks: how long it had bios
+// waiting for budget (cost.wait), was in debt (cost.indebt), and had its
+// tasks delayed on return to user space for that debt (cost.indelay). Its
+// CPU and I/O pressure say it waited; these say whether iocost held it.
+type IOCostCounters struct {
+	WaitUS, DebtUS, DelayUS int64
+}
+
+// ParseIOCostStat sums the cost.wait, cost.indebt and cost.indelay of a
+// cgroup's io.stat over its disks; nil when no line has cost.wait.
+func ParseIOCostStat(b []byte) (*IOCostCounters, error) {
+	var c IOCostCounters
+	found := false
+	for line := range bytes.Lines(b) {
+		f := strings.Fields(string(line)) // "MAJ:MIN key=value ..."
+		if len(f) < 2 {
+			continue
+		}
+		for _, kv := range f[1:] {
+			k, v, ok := strings.Cut(kv, "=")
+			var into *int64
+			switch {
+			case !ok:
+				continue
+			case k == "cost.wait":
+				into, found = &c.WaitUS, true
+			case k == "cost.indebt":
+				into = &c.DebtUS
+			case k == "cost.indelay":
+				into = &c.DelayUS
+			default:
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return nil, fmt.Errorf("io.stat %q: %s", line, kv)
+			}
+			*into += n
+		}
+	}
+	if !found {
+		return nil, nil
+	}
+	return &c, nil
 }
 
 // pressureSome is the "some" total of a pressure file in microseconds,
@@ -81,6 +132,22 @@ type CPUFigures struct {
 	// least one task waited for a CPU, for I/O ("some" pressure).
 	CPUWaitMS float64 `json:"cpu_wait_ms_per_s"`
 	IOWaitMS  float64 `json:"io_wait_ms_per_s"`
+	// IOCost is per second too, where both readings had it.
+	IOCost *IOCostFigures `json:"iocost,omitempty"`
+}
+
+// IOCostFigures are IOCostCounters per second between two readings, in
+// milliseconds per second.
+type IOCostFigures struct {
+	WaitMS  float64 `json:"wait_ms_per_s"`
+	DebtMS  float64 `json:"indebt_ms_per_s"`
+	DelayMS float64 `json:"indelay_ms_per_s"`
+}
+
+// Render is "bios waited for budget 420 ms/s, in debt 3 ms/s, tasks
+// delayed 0 ms/s".
+func (f *IOCostFigures) Render() string {
+	return fmt.Sprintf("bios waited for budget %.0f ms/s, in debt %.0f ms/s, tasks delayed %.0f ms/s", f.WaitMS, f.DebtMS, f.DelayMS)
 }
 
 type counterSpan struct {
@@ -107,10 +174,15 @@ func (c *counterSpan) figures() *CPUFigures {
 		return nil
 	}
 	per := func(a, b int64) float64 { return float64(b-a) / s }
-	return &CPUFigures{Seconds: s, CPUs: c.last.CPUs,
+	f := &CPUFigures{Seconds: s, CPUs: c.last.CPUs,
 		Used:      per(c.first.UsedUS, c.last.UsedUS) / 1e6,
 		CPUWaitMS: per(c.first.CPUSomeUS, c.last.CPUSomeUS) / 1e3,
 		IOWaitMS:  per(c.first.IOSomeUS, c.last.IOSomeUS) / 1e3}
+	if a, b := c.first.IOCost, c.last.IOCost; a != nil && b != nil {
+		f.IOCost = &IOCostFigures{WaitMS: per(a.WaitUS, b.WaitUS) / 1e3,
+			DebtMS: per(a.DebtUS, b.DebtUS) / 1e3, DelayMS: per(a.DelayUS, b.DelayUS) / 1e3}
+	}
+	return f
 }
 
 // Render is one line of f: "used 0.52 CPUs; waited for a CPU 120 ms/s,

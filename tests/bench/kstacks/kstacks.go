@@ -20,19 +20,28 @@ import (
 	"time"
 )
 
-// ParseState is the state letter of a /proc/PID/task/TID/stat line ('R',
-// 'S', 'D', ...): the field after the comm, which is in parentheses and
-// may itself hold spaces and parentheses, so it is found after the LAST ')'.
-func ParseState(stat []byte) (byte, error) {
+// ParseStat reads a /proc/PID/task/TID/stat line: the state letter ('R',
+// 'S', 'D', ...) and the thread's CPU time so far (utime + stime, in clock
+// ticks). The comm before them is in parentheses and may itself hold
+// spaces and parentheses, so the fields are found after the LAST ')'.
+func ParseStat(stat []byte) (state byte, cpuTicks int64, err error) {
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("stat %q: no ')' after the comm", stat)
+		return 0, 0, fmt.Errorf("stat %q: no ')' after the comm", stat)
 	}
-	rest := bytes.TrimLeft(stat[i+1:], " ")
-	if len(rest) == 0 || rest[0] == '\n' {
-		return 0, fmt.Errorf("stat %q: no state after the comm", stat)
+	f := strings.Fields(string(stat[i+1:]))
+	// state is field 3 of proc(5), utime and stime fields 14 and 15.
+	if len(f) < 13 || len(f[0]) != 1 {
+		return 0, 0, fmt.Errorf("stat %q: no state and times after the comm", stat)
 	}
-	return rest[0], nil
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, 0, fmt.Errorf("stat %q: utime/stime %q", stat, v)
+		}
+		cpuTicks += n
+	}
+	return f[0][0], cpuTicks, nil
 }
 
 // FoldStack folds a /proc/PID/task/TID/stack ("[<0>] func+0x1b/0x70 [mod]"
@@ -142,6 +151,10 @@ type Group struct {
 	Stacks      []Stack        `json:"stacks"`         // of the thread-samples in D, most first
 	// CPU is a cgroup group's CPU use and pressure over the run.
 	CPU *CPUFigures `json:"cpu,omitempty"`
+	// ThreadsCPUSeconds is the CPU time its threads used between their
+	// first and last samples (/proc's utime + stime): for a comm group
+	// (kernel threads, which no cgroup accounts) the only CPU figure.
+	ThreadsCPUSeconds float64 `json:"threads_cpu_s"`
 }
 
 // Stack is one folded kernel stack and how many thread-samples in D had it.
@@ -175,13 +188,15 @@ type groupAgg struct {
 	samplesD       int
 	inSample       bool // a thread was in D in the current sample
 	counters       counterSpan
+	lastTicks      map[int]int64 // per thread, its CPU ticks at its last sample
+	cpuTicks       int64         // the threads' CPU ticks between their samples
 }
 
 // NewAggregate aggregates for the named groups, in that order.
 func NewAggregate(groups []string) *Aggregate {
 	a := &Aggregate{at: map[string]*groupAgg{}, errs: map[string]int{}}
 	for _, name := range groups {
-		g := &groupAgg{name: name, threads: map[int]bool{}, states: map[string]int{}, stacks: map[string]int{}}
+		g := &groupAgg{name: name, threads: map[int]bool{}, states: map[string]int{}, stacks: map[string]int{}, lastTicks: map[int]int64{}}
 		a.groups = append(a.groups, g)
 		a.at[name] = g
 	}
@@ -196,13 +211,18 @@ func (a *Aggregate) BeginSample() {
 	}
 }
 
-// Thread records thread tid of group in state; stack is its folded stack
-// when in D.
-func (a *Aggregate) Thread(group string, tid int, state byte, stack string) {
+// Thread records thread tid of group in state, with its CPU ticks so far
+// (ParseStat); stack is its folded stack when in D. A thread's CPU counts
+// from its first sample on: what it used before is not the run's.
+func (a *Aggregate) Thread(group string, tid int, state byte, cpuTicks int64, stack string) {
 	g, ok := a.at[group]
 	if !ok {
 		return
 	}
+	if last, seen := g.lastTicks[tid]; seen && cpuTicks >= last {
+		g.cpuTicks += cpuTicks - last
+	}
+	g.lastTicks[tid] = cpuTicks
 	g.threads[tid] = true
 	g.threadSamples++
 	g.states[string(state)]++
@@ -255,7 +275,7 @@ func (a *Aggregate) Summary() Summary {
 	}
 	for _, ga := range a.groups {
 		g := Group{Name: ga.name, Threads: len(ga.threads), ThreadSamps: ga.threadSamples, States: maps.Clone(ga.states),
-			SamplesD: ga.samplesD, CPU: ga.counters.figures()}
+			SamplesD: ga.samplesD, CPU: ga.counters.figures(), ThreadsCPUSeconds: float64(ga.cpuTicks) / userHZ}
 		for st, n := range ga.stacks {
 			g.Stacks = append(g.Stacks, Stack{Stack: st, Count: n})
 		}
@@ -307,8 +327,14 @@ func (s Summary) Render(w io.Writer, top int) error {
 		d := g.States["D"]
 		fmt.Fprintf(&b, "\n%s: %d threads; %d of %d samples (%s) with a thread in D; thread-samples by state: %s\n",
 			g.Name, g.Threads, g.SamplesD, s.Samples, pct(g.SamplesD, s.Samples), states(g.States))
+		if s.Seconds > 0 {
+			fmt.Fprintf(&b, "  threads: used %.2f CPUs\n", g.ThreadsCPUSeconds/s.Seconds)
+		}
 		if g.CPU != nil {
 			fmt.Fprintf(&b, "  cgroup: %s\n", g.CPU.Render())
+			if g.CPU.IOCost != nil {
+				fmt.Fprintf(&b, "  iocost: %s\n", g.CPU.IOCost.Render())
+			}
 		}
 		for i, st := range g.Stacks {
 			if i == top {

@@ -8,27 +8,49 @@ import (
 	"time"
 )
 
-func TestParseState(t *testing.T) {
+func TestParseStat(t *testing.T) {
+	const times = " 1 1234 1234 0 -1 4194560 10 0 0 0 25 17 0 0 20 0 11 0 100"
 	for _, c := range []struct {
 		stat string
 		want byte
 	}{
-		{"1234 (etcd) S 1 1234 1234 0 -1 4194560 ...", 'S'},
-		{"1240 (etcd) D 1 1234 1234 0 -1 4194560 ...", 'D'},
+		{"1234 (etcd) S" + times, 'S'},
+		{"1240 (etcd) D" + times, 'D'},
 		// comm may hold spaces and parentheses: the state follows the last ')'.
-		{"77 (a) D (b) R 1 77 ...", 'R'},
-		{"78 ((sd-pam)) S 1 ...", 'S'},
-		{"79 (x) y) D 1 ...", 'D'},
-		{"80 (jbd2/vda3-8) D 2 0 0 ...\n", 'D'},
+		{"77 (a) D (b) R" + times, 'R'},
+		{"78 ((sd-pam)) S" + times, 'S'},
+		{"79 (x) y) D" + times, 'D'},
+		{"80 (jbd2/vda3-8) D" + times + "\n", 'D'},
 	} {
-		got, err := ParseState([]byte(c.stat))
-		if err != nil || got != c.want {
-			t.Errorf("ParseState(%q) = %q, %v; want %q", c.stat, got, err, c.want)
+		got, ticks, err := ParseStat([]byte(c.stat))
+		if err != nil || got != c.want || ticks != 42 {
+			t.Errorf("ParseStat(%q) = %q, %d, %v; want %q, 42 ticks", c.stat, got, ticks, err, c.want)
 		}
 	}
-	for _, bad := range []string{"", "1234 etcd S 1", "1234 (etcd)", "1234 (etcd) \n"} {
-		if st, err := ParseState([]byte(bad)); err == nil {
-			t.Errorf("ParseState(%q) = %q, want an error", bad, st)
+	for _, bad := range []string{"", "1234 etcd S" + times, "1234 (etcd)", "1234 (etcd) \n", "1234 (etcd) S 1 2 3",
+		"1234 (etcd) S 1 1234 1234 0 -1 4194560 10 0 0 0 x 17", "1234 (etcd) S 1 1234 1234 0 -1 4194560 10 0 0 0 25 -1",
+		"1234 (etcd) SD" + times} {
+		if st, _, err := ParseStat([]byte(bad)); err == nil {
+			t.Errorf("ParseStat(%q) = %q, want an error", bad, st)
+		}
+	}
+}
+
+func TestParseIOCostStat(t *testing.T) {
+	got, err := ParseIOCostStat([]byte("254:0 rbytes=1 wbytes=2 cost.vrate=151.20 cost.usage=9 cost.wait=1200 cost.indebt=30 cost.indelay=4\n" +
+		"254:16 rbytes=0 cost.usage=0 cost.wait=800 cost.indebt=0 cost.indelay=1\n\n"))
+	if err != nil || got == nil || *got != (IOCostCounters{WaitUS: 2000, DebtUS: 30, DelayUS: 5}) {
+		t.Errorf("ParseIOCostStat = %+v, %v; want wait 2000, debt 30, delay 5 (summed over disks)", got, err)
+	}
+	// Without iocost, or with the debug stats off, there is nothing to sum.
+	for _, none := range []string{"", "254:0 rbytes=1 wbytes=2 rios=1 wios=1 dbytes=0 dios=0\n", "254:0 cost.vrate=100.00\n"} {
+		if got, err := ParseIOCostStat([]byte(none)); got != nil || err != nil {
+			t.Errorf("%q: %+v, %v; want none", none, got, err)
+		}
+	}
+	for _, bad := range []string{"254:0 cost.wait=x\n", "254:0 cost.wait=1 cost.indebt=-3\n"} {
+		if got, err := ParseIOCostStat([]byte(bad)); err == nil {
+			t.Errorf("%q accepted: %+v", bad, got)
 		}
 	}
 }
@@ -107,30 +129,31 @@ func TestBucket(t *testing.T) {
 func aggregated() Summary {
 	a := NewAggregate([]string{"etcd", "fio"})
 	a.BeginSample()
-	a.Thread("etcd", 10, 'S', "")
-	a.Thread("etcd", 11, 'D', xfsFolded)
-	a.Thread("fio", 20, 'D', xfsFolded)
+	a.Thread("etcd", 10, 'S', 0, "")
+	a.Thread("etcd", 11, 'D', 0, xfsFolded)
+	a.Thread("fio", 20, 'D', 0, xfsFolded)
 	a.Inflight(0, 0)
 	a.BeginSample()
-	a.Thread("etcd", 10, 'D', xfsFolded)
-	a.Thread("etcd", 11, 'D', ext4Folded)
-	a.Thread("fio", 20, 'R', "")
-	a.Thread("other", 99, 'D', "x") // not a group: ignored
+	a.Thread("etcd", 10, 'D', 0, xfsFolded)
+	a.Thread("etcd", 11, 'D', 12, ext4Folded)
+	a.Thread("fio", 20, 'R', 0, "")
+	a.Thread("other", 99, 'D', 0, "x") // not a group: ignored
 	a.Inflight(1, 1)
 	a.BeginSample()
-	a.Thread("etcd", 10, 'S', "")
-	a.Thread("etcd", 11, 'S', "")
-	a.Thread("fio", 20, 'D', NoStack)
+	a.Thread("etcd", 10, 'S', 0, "")
+	a.Thread("etcd", 11, 'S', 0, "")
+	a.Thread("fio", 20, 'D', 0, NoStack)
 	a.Inflight(0, 5)
 	a.BeginSample()
-	a.Thread("etcd", 12, 'D', xfsFolded)
+	a.Thread("etcd", 12, 'D', 0, xfsFolded)
 	a.InflightError()
 	a.Error("vda inflight: gone")
-	// etcd's cgroup and the guest read twice, 4 s apart; fio's once (no
+	// etcd's thread 11 ran 0.12 s between its samples; etcd's cgroup
+	// (with iocost's figures) and the guest read twice, 4 s apart; fio's once (no
 	// figures), and a name that is no group is ignored.
 	t0 := time.Unix(1e9, 0)
-	a.Counters("etcd", t0, Counters{UsedUS: 1e6, CPUSomeUS: 0, IOSomeUS: 1e5})
-	a.Counters("etcd", t0.Add(4*time.Second), Counters{UsedUS: 3e6, CPUSomeUS: 1e6, IOSomeUS: 3e5})
+	a.Counters("etcd", t0, Counters{UsedUS: 1e6, CPUSomeUS: 0, IOSomeUS: 1e5, IOCost: &IOCostCounters{}})
+	a.Counters("etcd", t0.Add(4*time.Second), Counters{UsedUS: 3e6, CPUSomeUS: 1e6, IOSomeUS: 3e5, IOCost: &IOCostCounters{WaitUS: 2e6, DebtUS: 4e4}})
 	a.Counters("fio", t0, Counters{UsedUS: 1})
 	a.Counters("other", t0, Counters{UsedUS: 1})
 	a.Counters(GuestName, t0, Counters{UsedUS: 0, CPUs: 2})
@@ -176,11 +199,14 @@ func TestRender(t *testing.T) {
 guest: used 1.50 CPUs of 2; some task waited for a CPU 500 ms/s, for I/O 100 ms/s (over 4 s)
 
 etcd: 3 threads; 3 of 4 samples (75.0%) with a thread in D; thread-samples by state: D 4, S 3
+  threads: used 0.40 CPUs
   cgroup: used 0.50 CPUs; some task waited for a CPU 250 ms/s, for I/O 50 ms/s (over 4 s)
+  iocost: bios waited for budget 500 ms/s, in debt 10 ms/s, tasks delayed 0 ms/s
        3  75.0%  ` + xfsFolded + `
        1  25.0%  (1 more stacks)
 
 fio: 1 threads; 2 of 4 samples (50.0%) with a thread in D; thread-samples by state: D 2, R 1
+  threads: used 0.00 CPUs
        1  50.0%  (running when its stack was read)
        1  50.0%  (1 more stacks)
 

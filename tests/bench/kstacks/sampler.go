@@ -133,6 +133,13 @@ func (s *Sampler) ReadCounters() {
 		if read(dir+"/cpu.stat", ParseCPUStatUsage, &c.UsedUS) &&
 			read(dir+"/cpu.pressure", pressureSome, &c.CPUSomeUS) &&
 			read(dir+"/io.pressure", pressureSome, &c.IOSomeUS) {
+			// iocost's figures are optional: a disk without iocost, or
+			// the debug stats off, has none.
+			if b, err := os.ReadFile(filepath.Join(s.root, dir, "io.stat")); err == nil {
+				if c.IOCost, err = ParseIOCostStat(b); err != nil {
+					s.agg.Error(fmt.Sprintf("/%s/io.stat: %v", dir, err))
+				}
+			}
 			s.agg.Counters(t.Name, at, c)
 		}
 	}
@@ -224,7 +231,7 @@ func (s *Sampler) scanComms() error {
 func (s *Sampler) Sample() {
 	s.agg.BeginSample()
 	for tid, th := range s.threads {
-		st, err := s.state(th)
+		st, ticks, err := s.stat(th)
 		if err != nil {
 			s.drop(tid, th) // exited: its stat reads ESRCH
 			continue
@@ -233,7 +240,7 @@ func (s *Sampler) Sample() {
 		if st == 'D' {
 			stack = s.readStack(th)
 		}
-		s.agg.Thread(th.group, tid, st, stack)
+		s.agg.Thread(th.group, tid, st, ticks, stack)
 	}
 	if s.inflight < 0 {
 		fd, err := s.open(path.Join("sys/block", s.disk, "inflight"))
@@ -257,12 +264,12 @@ func (s *Sampler) Sample() {
 	s.agg.Inflight(r, w)
 }
 
-func (s *Sampler) state(th *thread) (byte, error) {
+func (s *Sampler) stat(th *thread) (state byte, cpuTicks int64, err error) {
 	b, err := pread(th.fd, s.buf)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return ParseState(b)
+	return ParseStat(b)
 }
 
 // readStack is th's folded kernel stack, or why it has none: a thread
@@ -287,7 +294,7 @@ func (s *Sampler) readStack(th *thread) string {
 	if folded == "" {
 		return NoStack
 	}
-	if st, err := s.state(th); err != nil || st != 'D' {
+	if st, _, err := s.stat(th); err != nil || st != 'D' {
 		return Woke
 	}
 	return folded

@@ -45,22 +45,29 @@ func procStat(user, idle int) string {
 	return fmt.Sprintf("cpu  %d 1 2 %d 5 3 4 6 0 0\ncpu0 1 1 1 1 1 1 1 1 0 0\ncpu1 1 1 1 1 1 1 1 1 0 0\nintr 1 2 3\nctxt 99\n", user, idle)
 }
 
+// statLine is a /proc/PID/task/TID/stat line of a thread in state whose
+// utime + stime is ticks (all of it utime).
+func statLine(tid int, comm string, state byte, ticks int64) string {
+	return fmt.Sprintf("%d (%s) %c 1 %d %d 0 -1 4194560 10 0 0 0 %d 0 0 0 20 0 1 0 100 0 0\n", tid, comm, state, tid, tid, ticks)
+}
+
 // A guest with etcd's unit (threads 100 and 101), a journal thread (200)
 // and a shell (300) that no target names.
 func fixture(t *testing.T) string {
 	return guestRoot(t, map[string]string{
 		etcdCgroup:                "100\n101\n",
-		"proc/100/task/100/stat":  "100 (etcd) S 1 100 100 0 -1 ...\n",
-		"proc/101/task/101/stat":  "101 (etcd (wal) x) D 1 100 100 0 -1 ...\n",
+		"proc/100/task/100/stat":  statLine(100, "etcd", 'S', 0),
+		"proc/101/task/101/stat":  statLine(101, "etcd (wal) x", 'D', 0),
 		"proc/101/task/101/stack": xfsFsync,
 		"proc/200/comm":           "jbd2/vda3-8\n",
-		"proc/200/task/200/stat":  "200 (jbd2/vda3-8) D 2 0 0 ...\n",
+		"proc/200/task/200/stat":  statLine(200, "jbd2/vda3-8", 'D', 10),
 		"proc/200/task/200/stack": "[<0>] jbd2_journal_commit_transaction+0x1/0x2 [jbd2]\n[<0>] kjournald2+0x1/0x2 [jbd2]\n[<0>] kthread+0x1/0x2\n",
 		"proc/300/comm":           "bash\n",
-		"proc/300/task/300/stat":  "300 (bash) D 1 ...\n",
+		"proc/300/task/300/stat":  statLine(300, "bash", 'D', 0),
 		"proc/self":               "not a pid",
 		"sys/block/vda/inflight":  "       0        3\n",
 		etcdDir + "/cpu.stat":     "usage_usec 1000000\nuser_usec 600000\nsystem_usec 400000\n",
+		etcdDir + "/io.stat":      "254:0 rbytes=0 wbytes=4096 rios=0 wios=1 dbytes=0 dios=0 cost.vrate=100.00 cost.usage=5 cost.wait=100000 cost.indebt=0 cost.indelay=0\n",
 		etcdDir + "/cpu.pressure": "some avg10=0.00 avg60=0.00 avg300=0.00 total=50000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
 		etcdDir + "/io.pressure":  "some avg10=0.00 avg60=0.00 avg300=0.00 total=70000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=60000\n",
 		"proc/stat":               procStat(100, 50),
@@ -89,18 +96,20 @@ func TestSampler(t *testing.T) {
 	s.Rescan()
 	s.Sample()
 	// The files change under the open descriptors, as the kernel's do.
-	write(t, root, "proc/101/task/101/stat", "101 (etcd (wal) x) S 1 100 100 0 -1 ...\n")
-	write(t, root, "proc/100/task/100/stat", "100 (etcd) D 1 100 100 0 -1 ...\n")
+	write(t, root, "proc/101/task/101/stat", statLine(101, "etcd (wal) x", 'S', 0))
+	write(t, root, "proc/100/task/100/stat", statLine(100, "etcd", 'D', 30))
 	write(t, root, "proc/100/task/100/stack", "") // ran again before the read
 	write(t, root, "sys/block/vda/inflight", "1 40\n")
 	s.Sample()
 	// Thread 101 exits (its cgroup no longer lists it), 102 starts.
 	write(t, root, etcdCgroup, "100\n102\n")
-	write(t, root, "proc/102/task/102/stat", "102 (etcd) D 1 100 100 0 -1 ...\n")
+	write(t, root, "proc/102/task/102/stat", statLine(102, "etcd", 'D', 7))
 	write(t, root, "proc/102/task/102/stack", ext4Fsync)
 	// A second journal (a filesystem mounted later) is found too.
 	write(t, root, "proc/201/comm", "jbd2/vda4-8\n")
-	write(t, root, "proc/201/task/201/stat", "201 (jbd2/vda4-8) D 2 0 0 ...\n")
+	write(t, root, "proc/201/task/201/stat", statLine(201, "jbd2/vda4-8", 'D', 500))
+	// jbd2/vda3-8 ran half a second; 201's 5 s came before it was seen.
+	write(t, root, "proc/200/task/200/stat", statLine(200, "jbd2/vda3-8", 'D', 60))
 	write(t, root, "proc/201/task/201/stack", readFile(t, root, "proc/200/task/200/stack"))
 	// Two seconds on: etcd used 1.5 s of CPU, waited 0.4 s for one and
 	// 0.2 s for I/O; the guest was busy 300 ticks (3 s of its 2 CPUs).
@@ -109,6 +118,9 @@ func TestSampler(t *testing.T) {
 	write(t, root, etcdDir+"/cpu.pressure", "some avg10=9.00 avg60=0.00 avg300=0.00 total=450000\nfull total=0\n")
 	write(t, root, etcdDir+"/io.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=270000\n")
 	write(t, root, "proc/stat", procStat(400, 150))
+	// Its bios waited for iocost's budget 0.3 s (on two disks), it was
+	// in debt 20 ms.
+	write(t, root, etcdDir+"/io.stat", "254:0 rbytes=0 cost.vrate=100.00 cost.wait=300000 cost.indebt=20000 cost.indelay=0\n254:16 cost.wait=100000\n")
 	write(t, root, "proc/pressure/cpu", "some avg10=1.00 avg60=0.00 avg300=0.00 total=1201000\n")
 	s.Rescan()
 	s.Sample()
@@ -139,8 +151,14 @@ func TestSampler(t *testing.T) {
 	if w := sum.WritesInflight; w[Bucket(3)] != 1 || w[Bucket(40)] != 2 || sum.ReadsInflight[0] != 1 || sum.ReadsInflight[1] != 2 {
 		t.Errorf("in flight: writes %v reads %v", sum.WritesInflight, sum.ReadsInflight)
 	}
-	if got, want := etcd.CPU, (&CPUFigures{Seconds: 2, Used: 0.75, CPUWaitMS: 200, IOWaitMS: 100}); got == nil || *got != *want {
+	if got, want := etcd.CPU, (CPUFigures{Seconds: 2, Used: 0.75, CPUWaitMS: 200, IOWaitMS: 100}); got == nil || got.IOCost == nil ||
+		*got.IOCost != (IOCostFigures{WaitMS: 150, DebtMS: 10}) {
+		t.Errorf("etcd's CPU %+v (iocost %+v), want %+v and iocost waits 150 ms/s, debt 10", got, got.IOCost, want)
+	} else if got.IOCost = nil; *got != want {
 		t.Errorf("etcd's CPU %+v, want %+v", got, want)
+	}
+	if etcd.ThreadsCPUSeconds != 0.3 || jbd2.ThreadsCPUSeconds != 0.5 {
+		t.Errorf("threads' CPU: etcd %v s, jbd2 %v s; want 0.3 and 0.5", etcd.ThreadsCPUSeconds, jbd2.ThreadsCPUSeconds)
 	}
 	if jbd2.CPU != nil {
 		t.Errorf("a comm target has CPU figures: %+v", jbd2.CPU)
@@ -228,7 +246,7 @@ func TestSamplerThreadWokeDuringStackRead(t *testing.T) {
 	// map's order decides which stack is read first.
 	s.stackRead = func(dir string) {
 		if dir == "proc/101/task/101" {
-			write(t, root, "proc/101/task/101/stat", "101 (etcd (wal) x) S 1 100 100 0 -1 ...\n")
+			write(t, root, "proc/101/task/101/stat", statLine(101, "etcd (wal) x", 'S', 0))
 		}
 	}
 	s.Rescan()

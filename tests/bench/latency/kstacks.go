@@ -29,7 +29,9 @@ func kstacksSummary(dir string) string { return dir + "/kstacks.json" }
 // and the fio job's units (fio forks its job: the unit's cgroup has both),
 // of rpm-ostreed (the stand-in's daemon pulls and checks out, whoever asks
 // it to stage), the journal threads of the measured disk's filesystems
-// (ext4's jbd2, XFS's xfsaild), and the measured disk's requests in flight.
+// (ext4's jbd2, XFS's xfsaild), the kernel's workers (write-back's
+// flushers among them: their CPU is in no cgroup, and staging makes it),
+// update-agent itself, and the measured disk's requests in flight.
 func (l Layout) kstacksArgs(dir string) []string {
 	return []string{"/usr/local/bin/kstacks", "-interval", "100ms", "-disk", l.Dev,
 		"-cgroup", "etcd=" + path.Join("system.slice", etcdUnit),
@@ -37,8 +39,15 @@ func (l Layout) kstacksArgs(dir string) []string {
 		"-cgroup", "rpm-ostreed=" + path.Join("system.slice", rpmOstreedUnit),
 		"-comm", "jbd2=jbd2/" + l.Dev + "*",
 		"-comm", "xfsaild=xfsaild/" + l.Dev + "*",
+		"-comm", "kworker=kworker/*",
+		"-comm", "update-agent=update-agent",
 		"-out", kstacksSummary(dir)}
 }
+
+// debugStats is blk_cgroup's switch that adds iocost's per-cgroup figures
+// (cost.wait, cost.indebt, cost.indelay) to io.stat: whether iocost held
+// a cgroup's bios. Profile runs only.
+const debugStats = "/sys/module/blk_cgroup/parameters/blkcg_debug_stats"
 
 // StartKStacks starts the sampler in the background for a scenario whose
 // loads StartLoads started with results in dir (BENCH_PROFILE=1): a unit
@@ -46,6 +55,7 @@ func (l Layout) kstacksArgs(dir string) []string {
 // as it can from etcd's in a CPU-starved guest.
 func StartKStacks(ctx context.Context, g Guest, l Layout, dir string) error {
 	_, err := sh(ctx, g, "systemctl stop "+kstacksUnit+" 2>/dev/null; rm -f "+q(kstacksSummary(dir))+
+		" && { ! test -e "+debugStats+" || echo 1 > "+debugStats+"; }"+
 		" && systemd-run -q --unit="+kstacksUnit+" --collect -p Nice=19 -E GOMAXPROCS=1 -- "+strings.Join(quoteAll(l.kstacksArgs(dir)), " "))
 	return err
 }

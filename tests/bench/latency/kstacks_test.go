@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -73,6 +74,17 @@ func TestKStacksWiring(t *testing.T) {
 			cgroups["rpm-ostreed"] != "system.slice/rpm-ostreed.service" {
 			t.Errorf("cgroups %v", cgroups)
 		}
+		comms := map[string]string{}
+		for _, tg := range c.Targets {
+			if tg.Comm != "" {
+				comms[tg.Name] = tg.Comm
+			}
+		}
+		// A kworker's comm names its work ("kworker/u4:2-flush-254:0"):
+		// the glob's * must take it, and the agent's comm is its name.
+		if ok, _ := path.Match(comms["kworker"], "kworker/u4:2-flush-254:0"); !ok || comms["update-agent"] != "update-agent" {
+			t.Errorf("comm targets %v", comms)
+		}
 
 		g := &recGuest{out: "1796216154431000000\n"}
 		bins := Binaries{Dir: "/bin"}
@@ -113,7 +125,7 @@ func TestKStacksStartStop(t *testing.T) {
 	}
 	cmd := g.cmds[0]
 	pre, argv, ok := strings.Cut(cmd, "systemd-run -q --unit=bench-kstacks.service --collect -p Nice=19 -E GOMAXPROCS=1 -- ")
-	if !ok || !strings.Contains(pre, "rm -f '/r/x/kstacks.json'") {
+	if !ok || !strings.Contains(pre, "rm -f '/r/x/kstacks.json'") || !strings.Contains(pre, "echo 1 > "+debugStats) {
 		t.Fatalf("start command %q", cmd)
 	}
 	var words []string
@@ -144,9 +156,9 @@ func sampled(t *testing.T, l Layout, fioThreads string) []byte {
 	for p, body := range map[string]string{
 		"sys/fs/cgroup/system.slice/" + etcdUnit + "/cgroup.threads": "100\n",
 		"sys/fs/cgroup/system.slice/" + fioUnit + "/cgroup.threads":  fioThreads,
-		"proc/100/task/100/stat":                                     "100 (etcd) D 1 100 ...\n",
+		"proc/100/task/100/stat":                                     "100 (etcd) D 1 100 100 0 -1 4194560 10 0 0 0 25 17 0 0 20 0 11 0 100\n",
 		"proc/100/task/100/stack":                                    "[<0>] xlog_wait_on_iclog+0x15e/0x180 [xfs]\n[<0>] xfs_file_fsync+0x14e/0x220 [xfs]\n",
-		"proc/200/task/200/stat":                                     "200 (fio) S 1 200 ...\n",
+		"proc/200/task/200/stat":                                     "200 (fio) S 1 200 200 0 -1 4194560 10 0 0 0 3 1 0 0 20 0 3 0 100\n",
 		"sys/block/" + l.Dev + "/inflight":                           "0 7\n",
 	} {
 		full := filepath.Join(root, p)

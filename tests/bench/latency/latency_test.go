@@ -153,7 +153,7 @@ func TestPlan(t *testing.T) {
 	for _, s := range full.Scenarios["ext4-500iops-20MBs"] {
 		ext4 = append(ext4, s.Key())
 	}
-	if want := "a-alone b-naive d-agent d-agent-learned i-iocost-learn x-cpuburn-idle i-iocost-model i-iocost-learn-etcd100 i-iocost-learn-maxsect-64 i-iocost-learn-mem8M i-iocost-learn-mem8M-etcd100 i-iocost-model-over4x i-iocost-model-under4x i-iocost-model-over4x-nobrake i-iocost-nobrake i-iocost-pct95 i-iocost-model-20ms i-iocost-model-noguard i-iocost-model-mem256M i-iocost-loose i-iocost-noguard i-iocost-stager-weight-100 k-bfq-boot e-agent-noguard k-cpuweight-100 k-bwmax-none k-bwmax-5M k-bwmax-4M k-objfsync k-memoryhigh-64M k-memoryhigh-8M"; strings.Join(ext4, " ") != want {
+	if want := "a-alone b-naive d-agent d-agent-learned i-iocost-learn x-cpuburn-idle i-iocost-model i-iocost-learn-etcd100 i-iocost-learn-maxsect-64 i-iocost-learn-mem8M i-iocost-learn-mem8M-etcd100 i-iocost-model-over4x i-iocost-model-under4x i-iocost-model-over4x-nobrake i-iocost-nobrake i-iocost-pct95 i-iocost-model-20ms i-iocost-model-noguard i-iocost-model-mem256M i-iocost-loose i-iocost-noguard i-iocost-stager-weight-100 i-iocost-stager-weight-10 k-bfq-boot e-agent-noguard k-cpuweight-100 k-bwmax-none k-bwmax-5M k-bwmax-4M k-objfsync k-memoryhigh-64M k-memoryhigh-16M k-memoryhigh-8M"; strings.Join(ext4, " ") != want {
 		t.Errorf("small ext4 disk in the sweep: %v, want %s", ext4, want)
 	}
 	// Naming a scenario picks it, not the sweep's load variants of it.

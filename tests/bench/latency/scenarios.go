@@ -290,6 +290,10 @@ func IOCostScenarios(d Disk) []Scenario {
 		// units' weight (x6.81 against x1.70, wrongmodel-ext4-200MiB-2:
 		// the low weight is what holds etcd).
 		{ID: "i-iocost-stager-weight-100", Stager: Agent, AgentConfig: "[staging]\niocost_io_weight = 100\n"},
+		// Between the two: the defaults' stager waits in dirty throttling
+		// with the disk idle 85 % (prof-ext4-200MiB-1), its write-back
+		// paced at weight 1; does weight 10 stage faster and hold etcd?
+		{ID: "i-iocost-stager-weight-10", Stager: Agent, AgentConfig: "[staging]\niocost_io_weight = 10\n"},
 	}
 }
 
