@@ -139,24 +139,35 @@ type CPUFigures struct {
 // IOCostFigures are IOCostCounters per second between two readings, in
 // milliseconds per second.
 type IOCostFigures struct {
+	Seconds float64 `json:"seconds"` // between the readings that had them
 	WaitMS  float64 `json:"wait_ms_per_s"`
 	DebtMS  float64 `json:"indebt_ms_per_s"`
 	DelayMS float64 `json:"indelay_ms_per_s"`
 }
 
 // Render is "bios waited for budget 420 ms/s, in debt 3 ms/s, tasks
-// delayed 0 ms/s".
+// delayed 0 ms/s (over 200 s)".
 func (f *IOCostFigures) Render() string {
-	return fmt.Sprintf("bios waited for budget %.0f ms/s, in debt %.0f ms/s, tasks delayed %.0f ms/s", f.WaitMS, f.DebtMS, f.DelayMS)
+	return fmt.Sprintf("bios waited for budget %.0f ms/s, in debt %.0f ms/s, tasks delayed %.0f ms/s (over %.0f s)", f.WaitMS, f.DebtMS, f.DelayMS, f.Seconds)
 }
 
 type counterSpan struct {
 	first, last       Counters
 	firstAt, lastAt   time.Time
 	haveFirst, moreAt bool
+	// iocost's figures span only the readings that had them: the agent
+	// turns iocost on for its window, after the sampler started.
+	iocFirst, iocLast     IOCostCounters
+	iocFirstAt, iocLastAt time.Time
+	haveIOC, moreIOC      bool
 }
 
 func (c *counterSpan) add(at time.Time, v Counters) {
+	if v.IOCost != nil && !c.haveIOC {
+		c.iocFirst, c.iocFirstAt, c.haveIOC = *v.IOCost, at, true
+	} else if v.IOCost != nil {
+		c.iocLast, c.iocLastAt, c.moreIOC = *v.IOCost, at, true
+	}
 	if !c.haveFirst {
 		c.first, c.firstAt, c.haveFirst = v, at, true
 		return
@@ -178,9 +189,10 @@ func (c *counterSpan) figures() *CPUFigures {
 		Used:      per(c.first.UsedUS, c.last.UsedUS) / 1e6,
 		CPUWaitMS: per(c.first.CPUSomeUS, c.last.CPUSomeUS) / 1e3,
 		IOWaitMS:  per(c.first.IOSomeUS, c.last.IOSomeUS) / 1e3}
-	if a, b := c.first.IOCost, c.last.IOCost; a != nil && b != nil {
-		f.IOCost = &IOCostFigures{WaitMS: per(a.WaitUS, b.WaitUS) / 1e3,
-			DebtMS: per(a.DebtUS, b.DebtUS) / 1e3, DelayMS: per(a.DelayUS, b.DelayUS) / 1e3}
+	if is := c.iocLastAt.Sub(c.iocFirstAt).Seconds(); c.moreIOC && is > 0 {
+		a, b := c.iocFirst, c.iocLast
+		per := func(x, y int64) float64 { return float64(y-x) / is / 1e3 }
+		f.IOCost = &IOCostFigures{Seconds: is, WaitMS: per(a.WaitUS, b.WaitUS), DebtMS: per(a.DebtUS, b.DebtUS), DelayMS: per(a.DelayUS, b.DelayUS)}
 	}
 	return f
 }

@@ -149,11 +149,14 @@ func aggregated() Summary {
 	a.InflightError()
 	a.Error("vda inflight: gone")
 	// etcd's thread 11 ran 0.12 s between its samples; etcd's cgroup
-	// (with iocost's figures) and the guest read twice, 4 s apart; fio's once (no
+	// read four times, iocost on (its figures) in the middle two, and
+	// the guest read twice, 4 s apart; fio's once (no
 	// figures), and a name that is no group is ignored.
 	t0 := time.Unix(1e9, 0)
-	a.Counters("etcd", t0, Counters{UsedUS: 1e6, CPUSomeUS: 0, IOSomeUS: 1e5, IOCost: &IOCostCounters{}})
-	a.Counters("etcd", t0.Add(4*time.Second), Counters{UsedUS: 3e6, CPUSomeUS: 1e6, IOSomeUS: 3e5, IOCost: &IOCostCounters{WaitUS: 2e6, DebtUS: 4e4}})
+	a.Counters("etcd", t0, Counters{UsedUS: 1e6, CPUSomeUS: 0, IOSomeUS: 1e5})
+	a.Counters("etcd", t0.Add(1*time.Second), Counters{UsedUS: 1e6, CPUSomeUS: 0, IOSomeUS: 1e5, IOCost: &IOCostCounters{}})
+	a.Counters("etcd", t0.Add(4*time.Second), Counters{UsedUS: 3e6, CPUSomeUS: 1e6, IOSomeUS: 3e5, IOCost: &IOCostCounters{WaitUS: 1.5e6, DebtUS: 3e4}})
+	a.Counters("etcd", t0.Add(5*time.Second), Counters{UsedUS: 3e6, CPUSomeUS: 1e6, IOSomeUS: 3e5})
 	a.Counters("fio", t0, Counters{UsedUS: 1})
 	a.Counters("other", t0, Counters{UsedUS: 1})
 	a.Counters(GuestName, t0, Counters{UsedUS: 0, CPUs: 2})
@@ -200,8 +203,8 @@ guest: used 1.50 CPUs of 2; some task waited for a CPU 500 ms/s, for I/O 100 ms/
 
 etcd: 3 threads; 3 of 4 samples (75.0%) with a thread in D; thread-samples by state: D 4, S 3
   threads: used 0.40 CPUs
-  cgroup: used 0.50 CPUs; some task waited for a CPU 250 ms/s, for I/O 50 ms/s (over 4 s)
-  iocost: bios waited for budget 500 ms/s, in debt 10 ms/s, tasks delayed 0 ms/s
+  cgroup: used 0.40 CPUs; some task waited for a CPU 200 ms/s, for I/O 40 ms/s (over 5 s)
+  iocost: bios waited for budget 500 ms/s, in debt 10 ms/s, tasks delayed 0 ms/s (over 3 s)
        3  75.0%  ` + xfsFolded + `
        1  25.0%  (1 more stacks)
 

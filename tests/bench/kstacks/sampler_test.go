@@ -152,7 +152,7 @@ func TestSampler(t *testing.T) {
 		t.Errorf("in flight: writes %v reads %v", sum.WritesInflight, sum.ReadsInflight)
 	}
 	if got, want := etcd.CPU, (CPUFigures{Seconds: 2, Used: 0.75, CPUWaitMS: 200, IOWaitMS: 100}); got == nil || got.IOCost == nil ||
-		*got.IOCost != (IOCostFigures{WaitMS: 150, DebtMS: 10}) {
+		*got.IOCost != (IOCostFigures{Seconds: 2, WaitMS: 150, DebtMS: 10}) {
 		t.Errorf("etcd's CPU %+v (iocost %+v), want %+v and iocost waits 150 ms/s, debt 10", got, got.IOCost, want)
 	} else if got.IOCost = nil; *got != want {
 		t.Errorf("etcd's CPU %+v, want %+v", got, want)
