@@ -132,7 +132,8 @@ type CPUFigures struct {
 	// least one task waited for a CPU, for I/O ("some" pressure).
 	CPUWaitMS float64 `json:"cpu_wait_ms_per_s"`
 	IOWaitMS  float64 `json:"io_wait_ms_per_s"`
-	// IOCost is per second too, where both readings had it.
+	// IOCost is per second too, over the readings that had it (its
+	// own Seconds).
 	IOCost *IOCostFigures `json:"iocost,omitempty"`
 }
 
